@@ -405,16 +405,29 @@ def _ingest_process(trace: Path, root: Path) -> subprocess.Popen:
                             env={**os.environ, "PYTHONPATH": str(ROOT)})  # this checkout's code
 
 
+def _started(proc: subprocess.Popen) -> tuple[bool, str]:
+    """(whether it said :data:`_STARTED`, what it wrote on stderr before) of a child of :func:`_ingest_process`,
+    read up to that line or its end."""
+    before = []
+    for line in proc.stderr:
+        if line.rstrip("\n") == _STARTED:
+            return True, "".join(before)
+        before.append(line)
+    return False, "".join(before)
+
+
 def _ingest_whole(trace: Path, root: Path) -> tuple[float, tuple]:
-    """(seconds, the counts of :data:`_COUNTS`) of one ingest of ``trace`` left to end."""
+    """(seconds from its start line to its end, the counts of :data:`_COUNTS`) of one ingest of ``trace`` left to
+    end."""
     from synthtrace.warehouse.layout import Warehouse
     from synthtrace.warehouse.sql import query_rows
 
-    t0 = time.monotonic()
     proc = _ingest_process(trace, root)
+    said, before = _started(proc)
+    t0 = time.monotonic()
     _, err = proc.communicate()
-    if proc.returncode != 0:
-        raise RuntimeError(f"could not ingest {trace}: {err[-500:]}")
+    if proc.returncode != 0 or not said:
+        raise RuntimeError(f"could not ingest {trace}: {(before + err)[-500:]}")
     return time.monotonic() - t0, query_rows(Warehouse(root), _COUNTS)[1][0]
 
 
@@ -422,27 +435,35 @@ def _stop_an_ingest(root: Path, trace: Path, whole: tuple[float, tuple], sig: in
                     startups: list[float]) -> str | None:
     """``synthtrace ingest`` of ``trace`` sent ``sig`` (SIGKILL, or SIGINT as a Ctrl-C) at a random moment of the
     time a whole ingest took (``whole``: its seconds and counts), counted from the moment it said it started (its
-    seconds to that appended to ``startups``). After the next writer's recovery the warehouse
-    holds no run or the whole run (every file matching its folder's checksums, the counts of a whole ingest) and an
-    empty ``.staging``; a Ctrl-C ends in exit 0, or 130 with one line that says what was stored, as stored."""
+    seconds to that appended to ``startups``; a child that never says it is a violation: nothing was tested). After
+    the next writer's recovery the warehouse holds no run or the whole run (every file matching its folder's
+    checksums, the counts of a whole ingest) and an empty ``.staging``; a Ctrl-C ends in exit 0, or 130 with one
+    line that says what was stored, as stored."""
     from synthtrace.warehouse.checksums import content_damage
     from synthtrace.warehouse.layout import MANIFEST, Warehouse
     from synthtrace.warehouse.sql import query_rows
 
     t0 = time.monotonic()
     proc = _ingest_process(trace, root)
-    first = proc.stderr.readline()
+    said, before = _started(proc)
     startups.append(time.monotonic() - t0)
-    if first.rstrip("\n") == _STARTED:
+    if said:
         time.sleep(rnd.uniform(0.0, whole[0]))
         proc.send_signal(sig)
+    # read through the same buffered pipe :func:`_started` read from (``communicate(timeout=...)`` reads the raw
+    # descriptor and would lose what that buffer already holds); a timer ends a child that does not end
+    timed_out = threading.Event()
+    timer = threading.Timer(300, lambda: (timed_out.set(), proc.kill()))
+    timer.start()
     try:
-        _, err = proc.communicate(timeout=300)
-        err = err if first.rstrip("\n") == _STARTED else first + err
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
+        err = before + proc.stderr.read()
+        proc.wait()
+    finally:
+        timer.cancel()
+    if timed_out.is_set():
         return f"the ingest did not end within 300 s of {signal.Signals(sig).name}"
+    if not said:
+        return f"no start line (exit {proc.returncode}), no signal sent: {err[-300:]}"
     lines = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith(("warning:", "note:"))]
     if "Traceback" in err or proc.returncode not in ((0, -signal.SIGKILL) if sig == signal.SIGKILL else (0, 130)):
         return f"exit {proc.returncode}: {err[-300:]}"
