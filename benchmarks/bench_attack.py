@@ -20,7 +20,8 @@ Families (each counted; the run fails loudly if one case breaks its invariant):
    (``Warehouse.staged(replace=True)``), the same without atomic exchange killed exactly between the two renames,
    removing and storing a folder again (``remove``/``staged``), replacing one file of a folder
    (``update_dir``), a ``synthtrace sql`` process holding its query's files, and a ``synthtrace ingest`` of a
-   real trace or a multi-chunk OTF2 archive (SIGKILL, or SIGINT as a Ctrl-C). After each kill the next writer
+   real trace or a multi-chunk OTF2 archive (SIGKILL, or SIGINT as a Ctrl-C, sent once the program's first line
+   ran: a Ctrl-C inside Python's own start-up is the interpreter's). After each kill the next writer
    (or query) must leave the folder whole, old or new (never mixed, never lost), ``.staging`` empty, and no link
    of the killed query behind; a stopped ingest leaves no run or the whole run, as its Ctrl-C line says.
 5. **Queries**: ``--queries N`` queries from two threads while a forked writer adds and removes a second run and
@@ -259,8 +260,13 @@ KILL_MODES = ("swap_window", "swap", "remove", "update", "query", "ingest_kill",
 #: the command line as the console script runs it from a terminal (a signal after the command is said too): Ctrl-C
 #: raises KeyboardInterrupt even when this bench was started in the background (SIGINT then ignored, inherited)
 #: through the console script's own entry module (parafix26: it defers a Ctrl-C while the command line's modules load)
+#: It says :data:`_STARTED` on stderr once the entry module holds Ctrl-C: a signal is sent only after that, as a
+#: SIGINT inside Python's own start-up (``site``, before any of the program's code) is the interpreter's, not the
+#: program's; the time to that line is recorded apart (``startup_s``), the window such a Ctrl-C would hit
+_STARTED = "bench-attack: started"
 _CLI = ("import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
-        "from synthtrace.pipelines.entry import main; sys.exit(main())")
+        "from synthtrace.pipelines.entry import main; "
+        f"sys.stderr.write({_STARTED!r} + '\\n'); sys.stderr.flush(); sys.exit(main())")
 
 
 def _window_renames(rnd: random.Random) -> None:
@@ -399,37 +405,65 @@ def _ingest_process(trace: Path, root: Path) -> subprocess.Popen:
                             env={**os.environ, "PYTHONPATH": str(ROOT)})  # this checkout's code
 
 
+def _started(proc: subprocess.Popen) -> tuple[bool, str]:
+    """(whether it said :data:`_STARTED`, what it wrote on stderr before) of a child of :func:`_ingest_process`,
+    read up to that line or its end."""
+    before = []
+    for line in proc.stderr:
+        if line.rstrip("\n") == _STARTED:
+            return True, "".join(before)
+        before.append(line)
+    return False, "".join(before)
+
+
 def _ingest_whole(trace: Path, root: Path) -> tuple[float, tuple]:
-    """(seconds, the counts of :data:`_COUNTS`) of one ingest of ``trace`` left to end."""
+    """(seconds from its start line to its end, the counts of :data:`_COUNTS`) of one ingest of ``trace`` left to
+    end."""
     from synthtrace.warehouse.layout import Warehouse
     from synthtrace.warehouse.sql import query_rows
 
-    t0 = time.monotonic()
     proc = _ingest_process(trace, root)
+    said, before = _started(proc)
+    t0 = time.monotonic()
     _, err = proc.communicate()
-    if proc.returncode != 0:
-        raise RuntimeError(f"could not ingest {trace}: {err[-500:]}")
+    if proc.returncode != 0 or not said:
+        raise RuntimeError(f"could not ingest {trace}: {(before + err)[-500:]}")
     return time.monotonic() - t0, query_rows(Warehouse(root), _COUNTS)[1][0]
 
 
-def _stop_an_ingest(root: Path, trace: Path, whole: tuple[float, tuple], sig: int, rnd: random.Random) -> str | None:
+def _stop_an_ingest(root: Path, trace: Path, whole: tuple[float, tuple], sig: int, rnd: random.Random,
+                    startups: list[float]) -> str | None:
     """``synthtrace ingest`` of ``trace`` sent ``sig`` (SIGKILL, or SIGINT as a Ctrl-C) at a random moment of the
-    time a whole ingest took (``whole``: its seconds and counts). After the next writer's recovery the warehouse
-    holds no run or the whole run (every file matching its folder's checksums, the counts of a whole ingest) and an
-    empty ``.staging``; a Ctrl-C ends in exit 0, or 130 with one line that says what was stored, as stored."""
+    time a whole ingest took (``whole``: its seconds and counts), counted from the moment it said it started (its
+    seconds to that appended to ``startups``; a child that never says it is a violation: nothing was tested). After
+    the next writer's recovery the warehouse holds no run or the whole run (every file matching its folder's
+    checksums, the counts of a whole ingest) and an empty ``.staging``; a Ctrl-C ends in exit 0, or 130 with one
+    line that says what was stored, as stored."""
     from synthtrace.warehouse.checksums import content_damage
     from synthtrace.warehouse.layout import MANIFEST, Warehouse
     from synthtrace.warehouse.sql import query_rows
 
+    t0 = time.monotonic()
     proc = _ingest_process(trace, root)
-    time.sleep(rnd.uniform(0.0, whole[0]))
-    proc.send_signal(sig)
+    said, before = _started(proc)
+    startups.append(time.monotonic() - t0)
+    if said:
+        time.sleep(rnd.uniform(0.0, whole[0]))
+        proc.send_signal(sig)
+    # read through the same buffered pipe :func:`_started` read from (``communicate(timeout=...)`` reads the raw
+    # descriptor and would lose what that buffer already holds); a timer ends a child that does not end
+    timed_out = threading.Event()
+    timer = threading.Timer(300, lambda: (timed_out.set(), proc.kill()))
+    timer.start()
     try:
-        _, err = proc.communicate(timeout=300)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
+        err = before + proc.stderr.read()
+        proc.wait()
+    finally:
+        timer.cancel()
+    if timed_out.is_set():
         return f"the ingest did not end within 300 s of {signal.Signals(sig).name}"
+    if not said:
+        return f"no start line (exit {proc.returncode}), no signal sent: {err[-300:]}"
     lines = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith(("warning:", "note:"))]
     if "Traceback" in err or proc.returncode not in ((0, -signal.SIGKILL) if sig == signal.SIGKILL else (0, 130)):
         return f"exit {proc.returncode}: {err[-300:]}"
@@ -464,6 +498,7 @@ def kill_family(base: Path, n: int, rnd: random.Random) -> dict:
 
     out = {"kills": 0, "by_mode": {m: 0 for m in KILL_MODES}, "window_kills": 0, "recovered_new": 0,
            "violations": []}
+    startups: list[float] = []  # seconds from each stopped ingest's spawn to its "started" line
     kq = base / "wh-kill-query"
     assert main(["ingest", str(PRIME), "-w", str(kq)]) == 0
     expected = query_rows(Warehouse(kq), _COUNTS)[1][0]
@@ -481,7 +516,7 @@ def kill_family(base: Path, n: int, rnd: random.Random) -> dict:
         if mode.startswith("ingest"):
             i = (k // len(KILL_MODES)) % len(traces)
             sig = signal.SIGKILL if mode == "ingest_kill" else signal.SIGINT
-            if (why := _stop_an_ingest(base / f"k{k}", traces[i], wholes[i], sig, rnd)) is not None:
+            if (why := _stop_an_ingest(base / f"k{k}", traces[i], wholes[i], sig, rnd, startups)) is not None:
                 out["violations"].append((k, mode, traces[i].name, why))
             shutil.rmtree(base / f"k{k}", ignore_errors=True)
             continue
@@ -513,6 +548,9 @@ def kill_family(base: Path, n: int, rnd: random.Random) -> dict:
         if left := list(wh.staging_dir.iterdir()):
             out["violations"].append((k, mode, f"staging left behind: {[p.name for p in left]}"))
         shutil.rmtree(root)
+    if startups:  # the start-up window no signal is sent in (Python's own, before the program's first line)
+        out["startup_s"] = {"min": round(min(startups), 3), "max": round(max(startups), 3),
+                            "median": round(sorted(startups)[len(startups) // 2], 3)}
     return out
 
 
@@ -897,6 +935,10 @@ def write_report(store: Path, out: Path, heading: str = RUN_HEADING, title: str 
         for name, v in c.get("by_mode", {}).items():
             modes = f.setdefault("by_mode", {})
             modes[name] = modes.get(name, 0) + v
+        if (st := c.get("startup_s")) is not None:  # chunks' medians kept as the largest, a bound not a median
+            prev = f.get("startup_s", st)
+            f["startup_s"] = {"min": min(prev["min"], st["min"]), "max": max(prev["max"], st["max"]),
+                              "median": max(prev["median"], st["median"])}
     loads = [x for f in fam.values() for x in f["loads"]]
     lines = [
         f"{heading} {title}", "",
@@ -918,6 +960,9 @@ def write_report(store: Path, out: Path, heading: str = RUN_HEADING, title: str 
         lines.append(f"| kill -9 ({modes}; {k['window_kills']} between the two renames, {k['recovered_new']} "
                      f"found mid-swap) | {k['kills']} | | | {len(k['violations'])} data losses | | "
                      f"{k['seconds']:.0f} |")
+        if (st := k.get("startup_s")) is not None:
+            lines.append(f"| (stopped ingests: signals sent after the program's first line; Python's own start-up "
+                         f"before it {st['min']}-{st['max']} s, median <= {st['median']} s) | | | | | | |")
     if (q := fam.get("queries")) is not None:
         lines.append(f"| queries during runs add/rm/replace | {q['queries']} ({q['two_runs_seen']} saw 2 runs) | | | "
                      f"{len(q['violations'])} | | {q['seconds']:.0f} |")

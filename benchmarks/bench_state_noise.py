@@ -1,5 +1,5 @@
 """How often the merge's machine-state check calls a campaign of no machine-state difference ``suspect``, and how
-often it names one contended task (sites26, alpha26).
+often it names one contended task (sites26, alpha26, alpha27).
 
 Each campaign (testing/noise_campaigns.py): ``--tasks`` tasks x ``--pairs`` long matched pairs, the reference and the
 other run executing the same instructions at the same rates (cycles, L1/L2/last-level misses per instruction), each
@@ -7,11 +7,14 @@ burst's four counts off by an independent log-normal ``--sigma`` in each run; wi
 misses the last-level cache x FACTOR as often in the other run, and a campaign counts when it is suspect with task 1
 (alone) named on that measure. Rules, on the same campaigns: ``normal`` (before sites26: each measure at
 RATE_ALPHA, the normal quantile of 1 - RATE_ALPHA / 2n), ``t(n-1)/2`` (sites26: Student's t quantile of
-1 - RATE_ALPHA / 2nm at (n - 1) / 2 degrees of freedom), ``now``: :func:`synthtrace.tracelib.merge.noise.rate_state`.
+1 - RATE_ALPHA / 2nm at (n - 1) / 2 degrees of freedom), ``alpha26`` (noise.STATE_T_DF's degrees of freedom to 16
+tasks, beyond (n - 1) / 2), ``now``: :func:`synthtrace.tracelib.merge.noise.rate_state`.
 
     nice -n 10 python benchmarks/bench_state_noise.py --campaigns 2000 --tasks 64 --pairs 20 --sigma 0.1
     nice -n 10 python benchmarks/bench_state_noise.py --campaigns 500 --tasks 8 --contended 2
     nice -n 10 python benchmarks/bench_state_noise.py --null-table   # the source of noise.STATE_T_DF
+    nice -n 10 python benchmarks/bench_state_noise.py --null-table --sizes 16,24,32,64,128,256,1024,4096 --draws 400000
+        # beyond 16 tasks: the source of noise.STATE_T_DF_PER_TASK, STATE_T_DF_BASE (the now column's error)
 """
 from __future__ import annotations
 
@@ -27,7 +30,7 @@ from scipy.optimize import brentq
 from scipy.special import stdtrit
 
 from synthtrace.tracelib.merge.noise import (MAD_SIGMA, RATE_ALPHA, RATE_FLOOR, RATE_K, RATE_MIN_TASKS, RATE_SHIFT,
-                                             rate_state, task_rates)
+                                             STATE_T_DF, rate_state, state_threshold, task_rates)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from testing.noise_campaigns import RATES, noise_runs
@@ -37,7 +40,10 @@ Threshold = Callable[[int, int], float]
 OLD_RULES: dict[str, Threshold] = {
     "normal": lambda n, m: NormalDist().inv_cdf(1 - RATE_ALPHA / (2 * n)),
     "t(n-1)/2": lambda n, m: float(stdtrit((n - 1) / 2, 1 - RATE_ALPHA / (2 * n * m))),
+    "alpha26": lambda n, m: float(stdtrit(STATE_T_DF.get(n, (n - 1) / 2), 1 - RATE_ALPHA / (2 * n * m))),
 }
+#: values of the null statistic simulated at once (memory: 8 bytes x this x 3)
+NULL_BLOCK = 4_000_000
 
 
 def old_rule_names(ref: pl.DataFrame, src: pl.DataFrame, threshold: Threshold) -> set[int] | None:
@@ -62,21 +68,26 @@ def old_rule_names(ref: pl.DataFrame, src: pl.DataFrame, threshold: Threshold) -
     return named if suspect else None
 
 
-def null_table(draws: int, measures: int, seed: int) -> None:
-    """Print, by tasks n, the 1 - RATE_ALPHA / measures quantile of max |d - median| / (MAD_SIGMA x MAD) over n
-    normal tasks and the degrees of freedom whose t quantile of 1 - RATE_ALPHA / 2n measures equals it."""
+def null_table(draws: int, measures: int, seed: int, sizes: list[int]) -> None:
+    """Print, by tasks n of ``sizes``, the 1 - RATE_ALPHA / measures quantile of max |d - median| / (MAD_SIGMA x MAD)
+    over n normal tasks (``draws`` draws, at most 4 x 10^8 values a size), the degrees of freedom whose t quantile of
+    1 - RATE_ALPHA / 2n measures equals it, and the now rule's threshold (noise.state_threshold) against it."""
     rng = np.random.default_rng(seed)
-    for n in [*range(4, 17), 24, 32, 48, 64, 128]:
+    for n in sizes:
         stats = []
-        for _ in range(max(1, draws // 20_000)):
-            d = rng.standard_normal((20_000, n))
+        left = min(draws, max(10_000, 400_000_000 // n))
+        while left > 0:
+            rows = min(left, max(1, NULL_BLOCK // n))
+            left -= rows
+            d = rng.standard_normal((rows, n))
             dev = np.abs(d - np.median(d, axis=1, keepdims=True))
             stats.append(dev.max(axis=1) / (MAD_SIGMA * np.median(dev, axis=1)))
         q = float(np.quantile(np.concatenate(stats), 1 - RATE_ALPHA / measures))
         p = 1 - RATE_ALPHA / (2 * n * measures)
-        df = brentq(lambda v, p=p, q=q: float(stdtrit(v, p)) - q, 0.05, 5000.0)
-        print(f"{n:4d} tasks: null quantile {q:7.2f}, t at (n-1)/2 {float(stdtrit((n - 1) / 2, p)):7.2f}, "
-              f"df {df:6.2f}")
+        df = brentq(lambda v, p=p, q=q: float(stdtrit(v, p)) - q, 0.05, 1e6)
+        now = state_threshold(n, measures)
+        print(f"{n:5d} tasks: null quantile {q:7.3f}, t at (n-1)/2 {float(stdtrit((n - 1) / 2, p)):7.3f}, "
+              f"df {df:8.2f} ({df / n:.3f} n), now {now:7.3f} ({now / q - 1:+.1%})")
 
 
 def main() -> None:
@@ -90,9 +101,12 @@ def main() -> None:
                     help="task 1's last-level misses x FACTOR in the other run: count the campaigns naming it")
     ap.add_argument("--null-table", action="store_true", help="simulate the statistic's null quantile by tasks")
     ap.add_argument("--draws", type=int, default=1_000_000, help="--null-table: draws a task count")
+    ap.add_argument("--sizes", default=",".join(map(str, [*range(4, 17), 24, 32, 48, 64, 128])),
+                    help="--null-table: the task counts, comma-separated")
+    ap.add_argument("--measures", type=int, default=None, help="--null-table: m (default: the 4 measures)")
     a = ap.parse_args()
     if a.null_table:
-        null_table(a.draws, len(RATES), a.seed)
+        null_table(a.draws, a.measures or len(RATES), a.seed, [int(n) for n in a.sizes.split(",")])
         return
     rng = np.random.default_rng(a.seed)
     contended = {1: a.contended} if a.contended else None

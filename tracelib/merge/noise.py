@@ -367,27 +367,49 @@ def task_rates(pairs: pl.DataFrame) -> pl.DataFrame:
 #: steadies it: about n // 2, not (n - 1) / 2, which was 1.2-3.5x too strict at 4-8 tasks (review26 F1)
 STATE_T_DF = {4: 2.16, 5: 2.11, 6: 3.10, 7: 3.09, 8: 4.00, 9: 3.97, 10: 4.86, 11: 4.84, 12: 5.72, 13: 5.70,
               14: 6.54, 15: 6.52, 16: 7.40}
+#: beyond the table, the degrees of freedom are STATE_T_DF_PER_TASK x n + STATE_T_DF_BASE: within 1 % of the simulated
+#: null quantile at every n from 16 to 4,096 and m = 1-4 (alpha27, --null-table --sizes; the simulation's own scatter
+#: ~0.3 %); ~0.4 n, under the MAD's efficiency (0.37 n) only by the median's own noise. (n - 1) / 2, the rule before,
+#: sat 2-4 % under the null quantile from 20 to 128 tasks (1.45 % of noise-only campaigns of 64 tasks suspect)
+STATE_T_DF_PER_TASK, STATE_T_DF_BASE = 0.4, 1.0
 
 
 def state_threshold(tasks: int, measures: int) -> float:
     """The outlier threshold (robust standard deviations) among ``tasks`` tasks judged on ``measures`` measures:
     Student's t quantile of 1 - RATE_ALPHA / 2nm, at :data:`STATE_T_DF` degrees of freedom up to 16 tasks, beyond
-    at (n - 1) / 2 (at most 4 % below the simulated null quantile from 16 to 128 tasks)."""
-    df = STATE_T_DF.get(tasks, (tasks - 1) / 2)
+    at ``STATE_T_DF_PER_TASK`` x n + ``STATE_T_DF_BASE``."""
+    df = STATE_T_DF.get(tasks, STATE_T_DF_PER_TASK * tasks + STATE_T_DF_BASE)
     return float(stdtrit(df, 1 - RATE_ALPHA / (2 * tasks * measures)))
+
+
+def task_shift(dw: pl.Expr) -> pl.Expr:
+    """The median task's log ratio of ``dw`` (the tasks' log ratios of a rate)."""
+    return dw.median()
+
+
+def task_spread(dw: pl.Expr) -> pl.Expr:
+    """The tasks' robust standard deviation of ``dw`` around :func:`task_shift`: ``MAD_SIGMA`` x their median
+    absolute deviation."""
+    return MAD_SIGMA * (dw - task_shift(dw)).abs().median()
+
+
+def off_state(dw: pl.Expr, tasks: int, measures: int) -> pl.Expr:
+    """True for the tasks whose ``dw`` lies beyond the outlier threshold among ``tasks`` judged on ``measures``
+    measures (:func:`state_threshold`, at least ``RATE_K``) x :func:`task_spread` from :func:`task_shift`, and beyond
+    ``RATE_FLOOR``; an aggregation over the tasks (``.over`` a campaign's key judges many at once)."""
+    k = max(RATE_K, state_threshold(tasks, measures))
+    return (dw - task_shift(dw)).abs() > pl.max_horizontal(k * task_spread(dw), pl.lit(RATE_FLOOR))
 
 
 def state_of(per_task: pl.DataFrame, counter: str, measure: str, measures: int) -> MachineState:
     """The :class:`MachineState` of :func:`task_rates` (at least one task) on one of ``measures`` judged: the
-    outlier threshold is the tail of :data:`RATE_ALPHA` over the tasks and the measures."""
-    d = per_task.get_column("dw")
-    shift = float(d.median())  # type: ignore[arg-type]
-    spread = MAD_SIGMA * float((d - shift).abs().median())  # type: ignore[arg-type]
+    outlier threshold is the tail of :data:`RATE_ALPHA` over the tasks and the measures (:func:`off_state`)."""
+    shift, spread = per_task.select(task_shift(pl.col("dw")).alias("shift"),
+                                    task_spread(pl.col("dw")).alias("spread")).row(0)
     outliers: tuple[tuple[int, float], ...] = ()
     keys: tuple[tuple[int, int], ...] = ()
     if per_task.height >= RATE_MIN_TASKS:
-        k = max(RATE_K, state_threshold(per_task.height, measures))
-        off = per_task.filter((pl.col("dw") - shift).abs() > max(k * spread, RATE_FLOOR)).sort("appl", "task")
+        off = per_task.filter(off_state(pl.col("dw"), per_task.height, measures)).sort("appl", "task")
         outliers = tuple(zip(off.get_column("task").to_list(), off.get_column("dw").to_list()))
         keys = tuple(zip(off.get_column("appl").to_list(), off.get_column("task").to_list()))
     return MachineState(counter=counter, shift=shift, spread=spread, outliers=outliers, judged=per_task.height,

@@ -25,8 +25,8 @@ MAX_MEMBERS = 1 << 22
 BLOCK_BYTES = 4 << 20
 #: digits of APPL, COMM and N at most (more: the line is skipped)
 _HEAD_DIGITS = np.array([10, 18, 10])
-#: numbers of this many digits or more of a line longer than a block are cut short before its parse
-#: (:func:`_shortened`): one more than the cut leaves (39), so every number the cut can shorten is cut
+#: a number of a line longer than a block that runs on over blocks is cut short (:func:`_cut`) once it has this many
+#: digits: one more than the cut leaves (39)
 SHORTENED_RUN = 40
 #: what a number past int64 reads as (numpy's parse keeps its largest value)
 INT64_MAX = np.iinfo(np.int64).max
@@ -69,10 +69,21 @@ def communicator_members(prefix: bytes, path: str, tasks: Sequence[int]) -> tupl
     lines, undeclared = _declared_only(lines, np.asarray(tasks, np.int64), path)
     kept, redefined = _first_definitions(lines, path)
     warnings += undeclared + redefined
-    line_of_task = np.repeat(np.arange(lines.number.size), lines.counts)[np.repeat(kept, lines.counts)]
-    frame = pl.DataFrame({"appl": lines.appl[line_of_task].astype(np.int32), "comm": lines.comm[line_of_task],
-                          "task": lines.tasks[np.repeat(kept, lines.counts)].astype(np.int32)})
-    return frame.unique(maintain_order=True), warnings
+    return _distinct_members(lines, kept), warnings
+
+
+def _distinct_members(lines: _Lines, kept: np.ndarray) -> pl.DataFrame:
+    """One row per distinct (appl, comm, task) of the ``kept`` lines, in their order (COMMUNICATOR_SCHEMA). The kept
+    lines are of distinct (appl, comm), so a member is told apart by (its line, its task), one int64 (each task is
+    declared, so under 2^31): 16 bytes a member held at most beside the lines' tasks. Polars' ``unique`` of the three
+    columns held ~57 bytes a member (a 63 MiB line of 19-digit numbers: 190 MB)."""
+    counts = lines.counts[kept]
+    key = np.repeat(np.arange(counts.size, dtype=np.int64) << 32, counts)
+    key |= lines.tasks if kept.all() else lines.tasks[np.repeat(kept, lines.counts)]
+    key = pl.Series(key).unique(maintain_order=True).to_numpy()
+    line = key >> 32
+    return pl.DataFrame({"appl": lines.appl[kept].astype(np.int32)[line], "comm": lines.comm[kept][line],
+                         "task": (key & 0xFFFFFFFF).astype(np.int32)})
 
 
 def _communicator_lines(data: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -117,7 +128,8 @@ def _costs(data: np.ndarray, first: np.ndarray, end: np.ndarray) -> np.ndarray:
     """What each line whose text after ``c:`` is ``data[first:end]`` counts toward :data:`MAX_MEMBERS`: 1 + the
     numbers (digit runs) it lists after its third, valid or not. Holds 10 bytes per byte of a block of lines (at most
     2 :data:`BLOCK_BYTES`), and of one long line 2 bytes per byte of a :data:`BLOCK_BYTES` window of it (was 2 per
-    byte of the line: the peak of a long line cut short); the parse holds ~8 per byte of what it parses."""
+    byte of the line: the peak of a long line cut short); a line longer than a block is parsed a block at a time
+    (:func:`_long_line`)."""
     if first.size == 1:
         return np.maximum(np.array([_digit_runs(data[first[0]:end[0]])]) - 3, 0) + 1
     span = data[first[0]:end[-1] + 1]
@@ -145,9 +157,8 @@ def _block(data: np.ndarray, first: np.ndarray, end: np.ndarray) -> tuple[np.nda
     """(appl, comm, valid, task counts, tasks) of the lines whose text after ``c:`` is ``data[first:end]``."""
     lengths = end - first
     if lengths.size == 1 and lengths[0] > BLOCK_BYTES:
-        text = np.frombuffer(_shortened(data[first[0]:end[0]]) + b"\n", np.uint8)
-        lengths = np.array([text.size - 1])
-    elif first.size == 1:
+        return _long_line(data[first[0]:end[0]])
+    if first.size == 1:
         text = data[first[0]:end[0] + 1]
     else:
         inside = np.zeros(end[-1] + 2 - first[0], np.int8)
@@ -200,54 +211,74 @@ def _misplaced(text: np.ndarray, following: np.ndarray) -> np.ndarray:
     return wrong
 
 
-def _shortened(line: np.ndarray) -> bytes:
-    """``line`` (a ``c:`` line's bytes after ``c:``, its \\n aside) as short a line parsed alike, looked at
-    :data:`BLOCK_BYTES` at a time: ``:`` if it is not of the form (skipped either way); else without its trailing
-    blanks, each number of :data:`SHORTENED_RUN` digits or more cut to at most 19 leading zeros (still longer than
-    any head field's 18 digits; its value kept) and 20 significant digits (past int64: read as its largest value
-    either way), so at most 39 digits. Trailing blanks and the long numbers' padding are then not parsed (the parse
-    holds ~8 bytes a byte of what it parses: a 24 MiB line of zero-padded 63-digit numbers held 8.0 bytes a byte
-    before :data:`SHORTENED_RUN` was 40, 3.3 since); numbers of fewer digits are parsed whole, ~8 bytes a byte of
-    them (a 64 MiB line of 39-digit numbers, ~0.5 GB)."""
+def _long_line(line: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(appl, comm, valid, task count, tasks) of one line longer than a block (``line``: its bytes after ``c:``, its
+    \\n aside), as :func:`_block` reads it, parsed :data:`BLOCK_BYTES` at a time: each block's whole numbers at once,
+    the number it ends inside carried into the next (cut short by :func:`_cut` while it grows). What is held is the
+    line's numbers (8 bytes each) and a block's work: a 24 MiB line of 19-digit numbers held ~8 bytes a byte of it
+    when parsed whole."""
+    blank_at = _form_end(line)
+    if blank_at is None:
+        nothing = np.zeros(1, np.int64)
+        return nothing, nothing, np.zeros(1, bool), nothing, np.empty(0, np.int64)
+    body = line[:blank_at]  # digits and ':' only, a digit first and last
+    numbers = np.empty(_digit_runs(body), np.int64)
+    head_digits: list[int] = []  # the digits of the line's first three numbers
+    filled, carry = 0, b""
+    for a in range(0, body.size, BLOCK_BYTES):
+        window = body[a:a + BLOCK_BYTES]
+        colon = np.flatnonzero(window == ord(":"))
+        if not colon.size:
+            carry = _cut(carry + window.tobytes())
+            continue
+        filled = _parse_numbers(carry + window[:colon[-1]].tobytes(), numbers, filled, head_digits)
+        carry = _cut(window[colon[-1] + 1:].tobytes())
+    filled = _parse_numbers(carry, numbers, filled, head_digits)
+    valid = (numbers.size >= 3 and all(np.array(head_digits) <= _HEAD_DIGITS)
+             and numbers[2] == numbers.size - 3)
+    if not valid:
+        nothing = np.zeros(1, np.int64)
+        return nothing, nothing, np.zeros(1, bool), nothing, np.empty(0, np.int64)
+    return numbers[:1], numbers[1:2], np.ones(1, bool), np.array([numbers.size - 3]), numbers[3:]
+
+
+def _parse_numbers(text: bytes, numbers: np.ndarray, filled: int, head_digits: list[int]) -> int:
+    """Put the numbers of ``text`` (digits separated by single ``:``) into ``numbers`` from ``filled`` on (a number
+    past int64 as its largest value, as numpy's parse keeps it) and, while ``head_digits`` holds fewer than three,
+    their digit counts into it; returns where the next number goes."""
+    values = np.fromstring(text.replace(b":", b" "), dtype=np.int64, sep=" ")
+    numbers[filled:filled + values.size] = values
+    if len(head_digits) < 3:
+        head_digits += [len(field) for field in text.split(b":", 3)[:3 - len(head_digits)]]
+    return filled + values.size
+
+
+def _cut(digits: bytes) -> bytes:
+    """``digits`` (one number, or the start of one) as a number read alike, at most 39 digits long: one of
+    :data:`SHORTENED_RUN` digits or more keeps at most 19 leading zeros (still longer than any head field's 18
+    digits; its value kept) and 20 significant digits (past int64: read as its largest value either way)."""
+    if len(digits) < SHORTENED_RUN:
+        return digits
+    significant = digits.lstrip(b"0")
+    return b"0" * min(len(digits) - len(significant), 19) + significant[:20]
+
+
+def _form_end(line: np.ndarray) -> int | None:
+    """Where the trailing blanks of ``line`` (a ``c:`` line's bytes after ``c:``, its \\n aside) begin (its length
+    if none), or None if it is not of the form ``D(:D)*`` then blanks (D: digits); looked at :data:`BLOCK_BYTES` at
+    a time (``np.flatnonzero`` of a block's blanks would hold 8 bytes a blank)."""
+    if line.size == 0 or not ord("0") <= int(line[0]) <= ord("9"):  # a uint8 scalar would wrap, and numpy warn
+        return None
     step, blank_at = BLOCK_BYTES, line.size
     for a in range(0, line.size, step):
         window, following = line[a:a + step], line[a + 1:a + step + 1]
         if following.size < window.size:
             following = np.append(following, np.uint8(ord("\n")))
         if _misplaced(window, following).any():
-            return b":"
-        if blank_at == line.size and (blank := _blank(window)).any():  # argmax: 8 bytes a blank not held
+            return None
+        if blank_at == line.size and (blank := _blank(window)).any():
             blank_at = a + int(blank.argmax())
-    body = line[:blank_at]  # digits and ':' only
-    colons = np.concatenate([np.flatnonzero(body[a:a + step] == ord(":")) + a for a in range(0, body.size, step)]
-                            + [np.empty(0, np.int64)])
-    start, end = np.concatenate(([0], colons + 1)), np.append(colons, body.size)
-    long = end - start >= SHORTENED_RUN
-    start, end = start[long], end[long]
-    if not start.size:
-        return body.tobytes()
-    significant = end.copy()  # each long number's first digit other than 0 (its end: none)
-    for a in range(0, body.size, step):
-        window = body[a:a + step]
-        at = np.flatnonzero((window != ord("0")) & (window != ord(":"))) + a
-        if not at.size:
-            continue
-        k = np.minimum(np.searchsorted(at, start), at.size - 1)  # the first at or after each number's start
-        found = (significant == end) & (at[k] >= start) & (at[k] < end)
-        significant[found] = at[k][found]
-    cut_from = np.column_stack((start + 19, significant + 20)).ravel()  # sorted, disjoint spans of digits dropped
-    cut_to = np.column_stack((significant, end)).ravel()
-    cut = cut_from < cut_to
-    cut_from, cut_to = cut_from[cut], cut_to[cut]
-    kept = []
-    for a in range(0, body.size, step):
-        window = body[a:a + step]
-        spans = slice(np.searchsorted(cut_to, a, "right"), np.searchsorted(cut_from, a + window.size))
-        inside = np.zeros(window.size + 1, np.int8)
-        np.add.at(inside, np.clip(cut_from[spans] - a, 0, window.size), 1)
-        np.add.at(inside, np.clip(cut_to[spans] - a, 0, window.size), -1)
-        kept.append(window[np.cumsum(inside[:-1], dtype=np.int8) == 0].tobytes())
-    return b"".join(kept)
+    return blank_at
 
 
 def _declared_only(lines: _Lines, tasks: np.ndarray, path: str) -> tuple[_Lines, list[str]]:
