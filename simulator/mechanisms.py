@@ -1134,7 +1134,7 @@ def simulate(out_dir: str | Path, spec: CampaignSpec) -> Campaign:
             perm = (np.array(spec.plan(r).trace_ranks) if spec.plan(r).trace_ranks
                     else (np.arange(P) + spec.renumber_shift) % P if spec.renumber_shift
                     else _rng(spec.seed, spec.mechanism, "perm").permutation(P))
-            bursts, calls, msgs, events, truth = _renumbered(perm, bursts, calls, msgs, events, truth)
+            bursts, calls, msgs, events, truth = _renumbered(perm, run_comms, bursts, calls, msgs, events, truth)
             placement = replace(placement, node_of_task=placement.node_of_task[np.argsort(perm)])
             run_comms = {c: tuple(sorted(int(perm[t]) for t in m)) for c, m in run_comms.items()}  # as its tracer
         if r == spec.comm_ids_run:
@@ -1184,14 +1184,32 @@ def _traced_from(starts: dict[int, int], bursts: pl.DataFrame, calls: pl.DataFra
             events.filter(~(pl.col("time_ns") < t0("task")).fill_null(False)), truth)
 
 
-def _renumbered(perm: np.ndarray, *frames: pl.DataFrame) -> tuple[pl.DataFrame, ...]:
+def _renumbered(perm: np.ndarray, comms: dict[int, tuple[int, ...]], *frames: pl.DataFrame
+                ) -> tuple[pl.DataFrame, ...]:
     """``frames`` with task ``t + 1`` renumbered ``perm[t] + 1`` in every task column (the run's MPI ranks
-    reordered: the program's logical rank t is MPI rank perm[t] in this run)."""
+    reordered: the program's logical rank t is MPI rank perm[t] in this run), and a collective's ``root`` (its rank
+    in ``comm``, a key of ``comms``: id -> program ranks in rank order) the same task's rank in that communicator
+    as this run's tracer lists it (members in the order of their new numbers): on the world, perm[root]."""
     new = {i + 1: int(v) + 1 for i, v in enumerate(perm)}
+    old_rank, new_rank, comm_ids = [], [], []
+    for comm, members in comms.items():
+        renumbered = perm[np.asarray(members, np.int64)]
+        old_rank.append(np.arange(len(members)))
+        new_rank.append(np.argsort(np.argsort(renumbered)))  # its place among the members' new numbers
+        comm_ids.append(np.full(len(members), comm))
+    roots = pl.DataFrame({"_comm": np.concatenate(comm_ids), "root": np.concatenate(old_rank),
+                          "_root": np.concatenate(new_rank)}, schema={"_comm": pl.Int64, "root": pl.Int64,
+                                                                       "_root": pl.Int64})
     out = []
     for f in frames:
         cols = [c for c in ("task", "s_task", "r_task") if c in f.columns]
-        out.append(f.with_columns(pl.col(c).replace_strict(new, return_dtype=f.schema[c]) for c in cols))
+        f = f.with_columns(pl.col(c).replace_strict(new, return_dtype=f.schema[c]) for c in cols)
+        if "root" in f.columns:
+            keys = f.select(pl.col("comm").cast(pl.Int64).fill_null(WORLD).alias("_comm"),
+                            pl.col("root").cast(pl.Int64))
+            moved = keys.join(roots, on=["_comm", "root"], how="left", maintain_order="left").get_column("_root")
+            f = f.with_columns(moved.cast(f.schema["root"]).alias("root"))
+        out.append(f)
     return tuple(out)
 
 

@@ -52,7 +52,8 @@ def test_split_units_merge_a_block_of_counter_cells_at_a_time(tmp_path: Path, mo
     matched whole; 0: the reference's pieces apportioned the other's unit), partitioned (``partition_bursts=0``:
     a group of tasks at a time) or not (the runs read one at a time, spilled), reads no frame holding more than a
     block of cells of the counters not compared (beyond one column of a run's bursts: a batch of one counter)
-    once the runs are stored for it, and commits the whole runs' merge (values, quality, provenance)."""
+    (its copies of the runs included: mergeblk27, a run of several parts was read whole), and commits the whole
+    runs' merge (values, quality, provenance)."""
     exp = _flush_campaign(tmp_path, flushing).experiment("flush")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -60,7 +61,7 @@ def test_split_units_merge_a_block_of_counter_cells_at_a_time(tmp_path: Path, mo
     wide = {c for c in whole.merged.columns if c in (*FIXED_COUNTERS, *PROGRAMMABLE_COUNTERS)} - set(NARROW)
     monkeypatch.setattr(blocks, "BLOCK_CELLS", CELLS)
     seen = frames_read(monkeypatch)
-    merging: list[int] = []  # where the frames the merge proper read start and end (not the copies of the runs)
+    merging: list[int] = []  # where the frames the merge read (its copies of the runs included) start and end
 
     def measured(merge):
         def call(*args, **kwargs):
@@ -71,6 +72,7 @@ def test_split_units_merge_a_block_of_counter_cells_at_a_time(tmp_path: Path, mo
                 merging.append(len(seen))
         return call
 
+    monkeypatch.setattr(merged_module, "merge_inputs", measured(merged_module.merge_inputs))
     monkeypatch.setattr(merged_module, "merge_runs", measured(merged_module.merge_runs))
     monkeypatch.setattr(partitioned, "merge_partitioned", measured(partitioned.merge_partitioned))
     steps: list[str] = []
@@ -81,7 +83,7 @@ def test_split_units_merge_a_block_of_counter_cells_at_a_time(tmp_path: Path, mo
     monkeypatch.undo()
     assert any(s.startswith("group 1/") for s in steps) == (partition_bursts == 0)  # the partitioned merge
     assert len(wide) >= 2 * HALF
-    worst = max(seen[merging[0]:merging[1]], key=lambda s: _wide_cells(s, wide) - s[0])
+    worst = max(seen[merging[0]:merging[-1]], key=lambda s: _wide_cells(s, wide) - s[0])
     assert _wide_cells(worst, wide) <= CELLS + worst[0], (worst[0], [c for c in worst[1] if c in wide])
     matches = pl.read_parquet(exp.dir / "merge_matches.parquet")
     assert matches.get_column("other_burst_seq").is_not_null().mean() > 0.9  # the runs paired

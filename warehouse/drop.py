@@ -455,16 +455,19 @@ def _outside(path: Path, inside: str) -> Path | None:
     return None
 
 
-def trace_files(path: Path) -> list[Path]:
-    """Everything that makes up the trace at ``path``: a .prv (or .prv.gz) with its .pcf/.row, as Paraver finds
-    them, or an OTF2 anchor with its ``.def`` and its archive folder."""
+def trace_parts(path: Path) -> list[Path]:
+    """The paths that make up the trace at ``path``, there or not: a .prv (or .prv.gz) with its .pcf/.row, as
+    Paraver finds them, or an OTF2 anchor with its ``.def`` and its archive folder."""
     from synthtrace.tracelib.formats.paraver.reader import companion
 
     if path.suffix == ".otf2":
-        parts = [path, path.with_suffix(".def"), path.with_suffix("")]
-    else:
-        parts = [path, companion(path, ".pcf"), companion(path, ".row")]
-    return [p for p in parts if p.exists() or p.is_symlink()]
+        return [path, path.with_suffix(".def"), path.with_suffix("")]
+    return [path, companion(path, ".pcf"), companion(path, ".row")]
+
+
+def trace_files(path: Path) -> list[Path]:
+    """The parts of the trace at ``path`` (:func:`trace_parts`) that are there."""
+    return [p for p in trace_parts(path) if p.exists() or p.is_symlink()]
 
 
 def quarantine(drop: Path, path: Path, reason: str) -> Path | None:
@@ -514,25 +517,32 @@ def quarantine(drop: Path, path: Path, reason: str) -> Path | None:
     return drop / QUARANTINE / folder
 
 
-def _finish_moves(dfd: int, drop: Path) -> tuple[list[Path], list[Path]]:
+def _finish_moves(dfd: int, drop: Path) -> tuple[list[Path], list[Path]] | None:
     """Move (or copy) into the quarantine folder open as ``dfd`` every file its :data:`MOVES_FILE` lists that is
-    still where it was, then remove that list. Returns the files so taken and those refused: a listed file outside
-    ``drop``'s traces (anywhere else, or in its quarantine) is never taken, whoever wrote the list (review26 of
-    attack26 A2: the drop is writable by every job, so a planted list would move any file the night can)."""
+    still where it was, then remove that list. Returns the files so taken and those refused: only the companions of
+    the trace the folder already holds are taken (:func:`_trusted_moves`), whoever wrote the list (review26 of
+    attack26 A2, attack27 A2: the drop is writable by every job, so a planted list would move any file the night
+    can: the user's data, another user's sound trace, the drop's own lock file). None for a folder whose move never
+    began (its list's first file still in place, nothing but the reason and the list in it): the caller removes it,
+    the trace stays where it is for the next night."""
     try:
         fd = os.open(MOVES_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
     except FileNotFoundError:
         return [], []
     with open(fd, "rb") as fh:
         records = [r for r in fh.read().split(b"\0") if r]
+    if records[:1] and records[0][:1] == b"m" and os.path.lexists(os.fsdecode(records[0][1:])) and \
+            set(os.listdir(dfd)) == {REASON_FILE, MOVES_FILE}:
+        return None  # review27 L3: a night killed before its first move (or a list planted alone): nothing to finish
     taken, refused = [], []
+    trusted = _trusted_moves(dfd, drop, records)
     for record in records:
         src = Path(os.fsdecode(record[1:]))
-        if not lies_in(src.parent, drop) or lies_in(src.parent, drop / QUARANTINE):
+        if src not in trusted:
             refused.append(src)
             continue
         with contextlib.suppress(FileNotFoundError):  # moved already, or by another night meanwhile
-            if record[:1] == b"c":
+            if record[:1] == b"c" or trusted[src]:
                 if not os.path.lexists(os.path.join(f"/proc/self/fd/{dfd}", src.name)):
                     _copy_into(src, dfd)
                     taken.append(src)
@@ -541,6 +551,23 @@ def _finish_moves(dfd: int, drop: Path) -> tuple[list[Path], list[Path]]:
                 taken.append(src)
     os.unlink(MOVES_FILE, dir_fd=dfd)
     return taken, refused
+
+
+def _trusted_moves(dfd: int, drop: Path, records: list[bytes]) -> dict[Path, bool]:
+    """The files of a list of moves (``records``: ``m``/``c`` and a path) the quarantine folder open as ``dfd`` may
+    take, each with whether it is copied rather than moved. A list :func:`quarantine` wrote names the trace's own
+    file first and moves it before any other, so a list is trusted only when that file, a trace in ``drop`` outside
+    its quarantine, is gone from where it was and its name is in the folder; then only the trace's own companions
+    (:func:`trace_parts`) are taken, and one another trace of their folder still reads is copied, never moved."""
+    if not records or records[0][:1] != b"m":
+        return {}
+    main = Path(os.fsdecode(records[0][1:]))
+    if (not is_trace_name(main.name) or not lies_in(main.parent, drop) or lies_in(main.parent, drop / QUARANTINE)
+            or os.path.lexists(main) or not os.path.lexists(os.path.join(f"/proc/self/fd/{dfd}", main.name))):
+        return {}
+    companions = trace_parts(main)[1:]
+    shared = shared_companions(main, companions)
+    return {main: False} | {c: c in shared for c in companions}
 
 
 def finish_quarantines(drop: Path) -> list[LeftTrace]:
@@ -560,17 +587,24 @@ def finish_quarantines(drop: Path) -> list[LeftTrace]:
             try:
                 dfd = _open_folder(folder, dir_fd=qfd)
                 try:
-                    taken, refused = _finish_moves(dfd, drop)
+                    finished = _finish_moves(dfd, drop)
+                    if finished is None:
+                        for left in (REASON_FILE, MOVES_FILE):
+                            os.unlink(left, dir_fd=dfd)
                 finally:
                     os.close(dfd)
+                if finished is None:
+                    os.rmdir(name, dir_fd=qfd)
+                    continue
+                taken, refused = finished
             except OSError as exc:
                 notes.append(LeftTrace(shown(folder), f"a quarantine a killed night left half done, not finished "
                                                       f"(tried again next night): {exc}"))
                 continue
             notes += [LeftTrace(shown(src), f"moved into {shown(folder)}, the quarantine a killed night left half "
                                             "done") for src in taken]
-            notes += [LeftTrace(shown(src), f"not moved into {shown(folder)}: its list of moves names a file outside "
-                                            "the drop's traces") for src in refused]
+            notes += [LeftTrace(shown(src), f"not moved into {shown(folder)}: its list of moves names a file that is "
+                                            "no part of the trace the folder holds") for src in refused]
     finally:
         os.close(qfd)
     return notes

@@ -234,8 +234,9 @@ def merge_inputs(exp: Experiment, spill: Path | None = None) -> list[RunTables]:
         bursts: pl.DataFrame | pl.LazyFrame
         if spill is not None:
             path = spill / f"bursts-{run_id}.parquet"
-            if not run_bursts_to(exp.wh, run_id, path):  # one row group: read back in one chunk per column, as it is
-                # now (the alignment's to_numpy calls copy a column of several chunks whole)
+            if not run_bursts_to(exp.wh, run_id, path):  # uncore samples to apportion: the run read whole (one row
+                # group: read back in one chunk per column, as it is now; the alignment's to_numpy calls copy a
+                # column of several chunks whole)
                 bursts = exp.bursts(run_id).drop("run_id", strict=False)
                 bursts.write_parquet(path, row_group_size=max(bursts.height, 1))
             bursts = pl.scan_parquet(path, glob=False)

@@ -10,15 +10,20 @@ the root of each (communicator, k-th collective) the task that carries it.
 
 The tidy ``root`` column holds the root's rank in the collective's communicator (0-based; what OTF2 records) on
 every member's call of that collective, NULL where the call has no root or no member carries the flag. A member's
-rank is its position in the communicator's ``c:`` line (Extrae lists the members in rank order); in a communicator
-the header does not declare, its task index. The members of one collective are the calls that are the k-th
-collective on that communicator of each task (MPI orders the collectives on a communicator alike in every member).
+rank is its position in the communicator's ``c:`` line (Extrae lists the members in rank order). Extrae declares
+every communicator a run used (its merger numbers them from 1 in the order first defined, one id per list of
+members: the world is not always 1, LULESH's pair has it at 14), so a communicator with no ``c:`` line comes from
+a cut, edited or other tool's trace. There a Gather's or Scatter's flag still names the root (the task index is the
+rank), and a collective whose members are all the application's tasks is taken as on MPI_COMM_WORLD (or a
+duplicate: rank = task index); elsewhere a Bcast's or Reduce's rank is unknown, its root left NULL and said. The
+members of one collective are the calls that are the k-th collective on that communicator of each task (MPI orders
+the collectives on a communicator alike in every member).
 
 Traces this project wrote before (session 26) carry the root's rank itself on every member's record: a collective
 whose every declared member carries one value is read as that rank."""
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import polars as pl
 
@@ -46,9 +51,13 @@ def member_ranks(members: pl.DataFrame) -> pl.DataFrame:
 
 
 def _flag_rank(ranks: pl.DataFrame, calls: pl.DataFrame) -> pl.Series:
-    """The root rank (0-based, in the communicator) a flag on each of ``calls`` (appl, task, comm, mpi_call) names."""
-    known = calls.select(_MEMBER + ["mpi_call"]).join(ranks, on=_MEMBER, how="left", maintain_order="left")
-    return known.select(pl.when(pl.col("mpi_call").is_in(FLAGGED_BY_TASK_INDEX) | pl.col("_rank").is_null())
+    """The root rank (0-based, in the communicator) a flag on each of ``calls`` (appl, task, comm, mpi_call) names;
+    NULL on a call of a task that is no member of its declared communicator (attack27 A1: it names no rank there)."""
+    declared = ranks.select("appl", "comm").unique().with_columns(pl.lit(True).alias("_declared"))
+    known = (calls.select(_MEMBER + ["mpi_call"]).join(ranks, on=_MEMBER, how="left", maintain_order="left")
+             .join(declared, on=["appl", "comm"], how="left", maintain_order="left"))
+    return known.select(pl.when(pl.col("_rank").is_null() & pl.col("_declared")).then(None)
+                        .when(pl.col("mpi_call").is_in(FLAGGED_BY_TASK_INDEX) | pl.col("_rank").is_null())
                         .then(pl.col("task").cast(pl.Int64) - 1).otherwise(pl.col("_rank")).alias("_flag_rank")
                         ).to_series()
 
@@ -80,6 +89,10 @@ class CollectiveNumbers:
         self._seen = pl.concat([self._seen.join(counts, on=_MEMBER, how="anti"), counts.select(self._seen.columns)])
         return out
 
+    def members(self) -> pl.DataFrame:
+        """(appl, comm, ``_tasks``): how many tasks were numbered collectives on each communicator so far."""
+        return self._seen.group_by("appl", "comm", maintain_order=True).agg(pl.len().cast(pl.UInt32).alias("_tasks"))
+
     def uneven(self) -> pl.DataFrame:
         """The communicators (appl, comm) whose tasks were numbered different counts of collectives so far (a
         trace cut mid-collective, or records lost: the k-th of one task is then not the k-th of another), with
@@ -94,8 +107,12 @@ class RootFlags:
     raw 50100003 value), :meth:`roots` then names each collective's root, :meth:`with_roots` puts it on every
     member's call as the calls come out (in the same order)."""
 
-    def __init__(self, members: pl.DataFrame) -> None:
+    def __init__(self, members: pl.DataFrame, app_tasks: Sequence[int]) -> None:
+        """``members``: the declared communicators (COMMUNICATOR_SCHEMA); ``app_tasks``: each application's number
+        of tasks (application 1 first), which tells a communicator of all of them."""
         self._ranks = member_ranks(members)
+        self._app_tasks = pl.DataFrame({"appl": range(1, len(app_tasks) + 1), "_app_tasks": list(app_tasks)},
+                                       schema={"appl": pl.Int32, "_app_tasks": pl.UInt32})
         self._read = CollectiveNumbers()
         self._carriers: list[pl.DataFrame] = []
         self._roots: pl.DataFrame | None = None
@@ -111,8 +128,10 @@ class RootFlags:
         """Each collective's root (:meth:`with_roots` puts it on the calls); what to warn of, one line a kind:
         flags other than 0 on calls that have no root or name no communicator (ignored), and collectives with
         flags on more than one member that are not the old form (its root left NULL), old-form collectives naming a
-        rank outside their communicator (left NULL), and communicators whose members recorded different numbers of
-        collectives (their roots left NULL)."""
+        rank outside their communicator (left NULL), communicators whose members recorded different numbers of
+        collectives (their roots left NULL), collectives whose one flag is on a task outside their declared
+        communicator (left NULL), and collectives on undeclared communicators of some of the application's tasks
+        whose flags name no rank there (left NULL)."""
         carriers = pl.concat(self._carriers) if self._carriers else pl.DataFrame(schema={
             **{c: t for c, t in _RANKS_SCHEMA.items() if c in _MEMBER}, "mpi_kind": pl.String,
             "mpi_call": pl.String, "start_ns": pl.Int64, "root": pl.Int32, "_instance": pl.Int64,
@@ -140,16 +159,28 @@ class RootFlags:
             pl.len().alias("_n"), pl.col("root").n_unique().alias("_values"), pl.col("root").first().alias("_value"),
             pl.col("_flag_rank").first().alias("_flag"), pl.col("task").sort().alias("_tasks"),
             pl.col("mpi_call").first(), pl.col("start_ns").min())
-        sizes = self._ranks.group_by("appl", "comm").agg(pl.col("_members").first())
-        per = per.join(sizes, on=["appl", "comm"], how="left", maintain_order="left")
+        per = per.join(self._sizes(), on=["appl", "comm"], how="left", maintain_order="left")
         old_form = (pl.col("_n") > 1) & (pl.col("_values") == 1) & (pl.col("_n") == pl.col("_members"))
         # attack26 A1: the old form's value is a rank, so it must be one of the communicator's
         ranked = (pl.col("_value").cast(pl.Int64) >= 0) & (pl.col("_value").cast(pl.Int64) < pl.col("_members"))
-        self._roots = per.select(*_INSTANCE, pl.when(pl.col("_n") == 1).then(pl.col("_flag"))
+        # review26 F7: without the members a Bcast's or Reduce's flag names a task, not a rank (Gather's: both)
+        flag_names_rank = pl.col("_members").is_not_null() | pl.col("mpi_call").is_in(FLAGGED_BY_TASK_INDEX)
+        # attack27 A1: one flag, on a task that is no member of the declared communicator or (a Gather's task
+        # index) past its size, names no rank of it
+        flag_ranked = pl.col("_flag").is_not_null() & (pl.col("_members").is_null()
+                                                       | (pl.col("_flag") < pl.col("_members")))
+        self._roots = per.select(*_INSTANCE, pl.when((pl.col("_n") == 1) & flag_names_rank & flag_ranked)
+                                 .then(pl.col("_flag"))
                                  .when(old_form & ranked).then(pl.col("_value").cast(pl.Int64)).alias("_root"))
+        undeclared = per.filter(pl.col("_members").is_null() & ~((pl.col("_n") == 1) & flag_names_rank))
+        if undeclared.height:
+            said.append(self._undeclared(undeclared))
         unknown = (
             (per.filter(old_form & ~ranked), "name as their root (event 50100003 on every member) a rank outside "
              "their communicator", lambda r: f": root {r['_value']} of {r['_members']} members"),
+            (per.filter((pl.col("_n") == 1) & pl.col("_members").is_not_null() & ~flag_ranked), "carry the root "
+             "flag (event 50100003) on a task that is no member of their communicator, or whose task index is past "
+             "its size", lambda r: f", task {r['_tasks'][0]} of {r['_members']} members"),
             (per.filter((pl.col("_n") > 1) & ~old_form), "carry the root flag (event 50100003) on more than one "
              "member (Extrae writes it on the root's call only)",
              lambda r: f", tasks {', '.join(map(str, r['_tasks'][:8]))}"))
@@ -161,6 +192,28 @@ class RootFlags:
                             f"their root is left unknown (NULL)")
         self._carriers = []
         return said
+
+    def _sizes(self) -> pl.DataFrame:
+        """(appl, comm, ``_members``): each declared communicator's size, and each undeclared one's whose members
+        (the tasks that recorded collectives on it) are all its application's tasks: the world's, ranks = task
+        indexes."""
+        declared = self._ranks.group_by("appl", "comm").agg(pl.col("_members").first())
+        seen = self._read.members().join(declared, on=["appl", "comm"], how="anti")
+        whole = seen.join(self._app_tasks, on="appl").filter(pl.col("_tasks") == pl.col("_app_tasks"))
+        return pl.concat([declared, whole.select("appl", "comm", pl.col("_tasks").alias("_members"))])
+
+    def _undeclared(self, unknown: pl.DataFrame) -> str:
+        """The line that says the roots of ``unknown`` (collectives: appl, comm, ...) are left NULL: their
+        communicators have no ``c:`` line and are not all their application's tasks."""
+        calls = unknown.group_by("appl", "comm", maintain_order=True).agg(pl.len().alias("_collectives")).join(
+            self._read.members(), on=["appl", "comm"], how="left", maintain_order="left").with_columns(
+            (pl.col("_collectives") * pl.col("_tasks")).alias("_calls"))
+        first = calls.row(0, named=True)
+        return (f"{calls.get_column('_calls').sum()} calls of {unknown.height} rooted collectives on {calls.height} "
+                f"communicators the header declares no members of (no c: line) and that are not all their "
+                f"application's tasks (first communicator {first['comm']} of application {first['appl']}: "
+                f"{first['_calls']} calls of {first['_tasks']} tasks), so their root flags name no rank in them: "
+                f"their root is left unknown (NULL)")
 
     def with_roots(self) -> Callable[[pl.DataFrame], pl.DataFrame]:
         """For one pass over the calls (the parts in the order :meth:`add` saw them): the function that gives a

@@ -267,7 +267,7 @@ def _form_end(line: np.ndarray) -> int | None:
     """Where the trailing blanks of ``line`` (a ``c:`` line's bytes after ``c:``, its \\n aside) begin (its length
     if none), or None if it is not of the form ``D(:D)*`` then blanks (D: digits); looked at :data:`BLOCK_BYTES` at
     a time (``np.flatnonzero`` of a block's blanks would hold 8 bytes a blank)."""
-    if line.size == 0 or line[0] - np.uint8(ord("0")) >= 10:
+    if line.size == 0 or not ord("0") <= int(line[0]) <= ord("9"):  # a uint8 scalar would wrap, and numpy warn
         return None
     step, blank_at = BLOCK_BYTES, line.size
     for a in range(0, line.size, step):

@@ -517,7 +517,8 @@ class ParaverTrace(TraceReader):
         last_time = parser.last_time
         hasher = ContentHasher()
         untraced = UntracedMarks()  # where Extrae_shutdown switched a thread's recording off
-        roots = RootFlags(self.communicators)  # 50100003 flags the root's own call: its rank is known at the end
+        # 50100003 flags the root's own call: its rank is known at the end
+        roots = RootFlags(self.communicators, [len(t) for t in self.header.threads_per_task])
 
         def assembled(bursts: Iterator[pl.DataFrame], new_calls: Iterator[pl.DataFrame]) -> Iterator[TablePart]:
             """The assembler's parts: calls to the store, bursts streamed (attack 17 F3: one part at a time)."""
