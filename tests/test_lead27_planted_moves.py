@@ -61,3 +61,29 @@ def test_a_planted_list_with_a_planted_trace_copies_the_companions_a_sound_trace
     discover(drop, Warehouse(tmp_path / "wh"), settle_s=0)
     assert sorted(p.name for p in (drop / "userA").iterdir()) == ["prime_v0.pcf", "prime_v0.prv", "prime_v0.row"]
     assert _files(folder) == sorted([gone.name, pcf.name, row.name])
+
+
+def test_a_night_killed_before_its_first_move_leaves_the_trace_for_the_next(tmp_path, monkeypatch):
+    """review27 L3: killed after the reason and the list were written, before the trace's own file moved: the next
+    night removes that folder (its reason would say a trace is quarantined that is not), says nothing of it, and
+    takes the trace again. Failed first: every file of the trace refused as 'no part of the trace', the folder kept."""
+    drop = tmp_path / "drop"
+    prv = copy_trace(PRIME, drop / "bad")
+
+    class Killed(BaseException):
+        pass
+
+    def die(src: Path, dfd: int) -> None:
+        raise Killed
+
+    monkeypatch.setattr(drop_mod, "_move_into", die)
+    try:
+        drop_mod.quarantine(drop, prv, "cut short")
+    except Killed:
+        pass
+    monkeypatch.undo()
+    [folder] = (drop / QUARANTINE).iterdir()
+    found = discover(drop, Warehouse(tmp_path / "wh"), settle_s=0)
+    assert not folder.exists() and found.skipped == []
+    assert [Path(t.path).name for t in found.new] == [prv.name]
+    assert sorted(p.name for p in prv.parent.iterdir()) == ["prime_v0.pcf", "prime_v0.prv", "prime_v0.row"]

@@ -517,18 +517,23 @@ def quarantine(drop: Path, path: Path, reason: str) -> Path | None:
     return drop / QUARANTINE / folder
 
 
-def _finish_moves(dfd: int, drop: Path) -> tuple[list[Path], list[Path]]:
+def _finish_moves(dfd: int, drop: Path) -> tuple[list[Path], list[Path]] | None:
     """Move (or copy) into the quarantine folder open as ``dfd`` every file its :data:`MOVES_FILE` lists that is
     still where it was, then remove that list. Returns the files so taken and those refused: only the companions of
     the trace the folder already holds are taken (:func:`_trusted_moves`), whoever wrote the list (review26 of
     attack26 A2, attack27 A2: the drop is writable by every job, so a planted list would move any file the night
-    can: the user's data, another user's sound trace, the drop's own lock file)."""
+    can: the user's data, another user's sound trace, the drop's own lock file). None for a folder whose move never
+    began (its list's first file still in place, nothing but the reason and the list in it): the caller removes it,
+    the trace stays where it is for the next night."""
     try:
         fd = os.open(MOVES_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
     except FileNotFoundError:
         return [], []
     with open(fd, "rb") as fh:
         records = [r for r in fh.read().split(b"\0") if r]
+    if records[:1] and records[0][:1] == b"m" and os.path.lexists(os.fsdecode(records[0][1:])) and \
+            set(os.listdir(dfd)) == {REASON_FILE, MOVES_FILE}:
+        return None  # review27 L3: a night killed before its first move (or a list planted alone): nothing to finish
     taken, refused = [], []
     trusted = _trusted_moves(dfd, drop, records)
     for record in records:
@@ -582,9 +587,16 @@ def finish_quarantines(drop: Path) -> list[LeftTrace]:
             try:
                 dfd = _open_folder(folder, dir_fd=qfd)
                 try:
-                    taken, refused = _finish_moves(dfd, drop)
+                    finished = _finish_moves(dfd, drop)
+                    if finished is None:
+                        for left in (REASON_FILE, MOVES_FILE):
+                            os.unlink(left, dir_fd=dfd)
                 finally:
                     os.close(dfd)
+                if finished is None:
+                    os.rmdir(name, dir_fd=qfd)
+                    continue
+                taken, refused = finished
             except OSError as exc:
                 notes.append(LeftTrace(shown(folder), f"a quarantine a killed night left half done, not finished "
                                                       f"(tried again next night): {exc}"))

@@ -184,9 +184,9 @@ RATE_K = 3.0
 #: the tasks (~5 robust sigmas at 16,384 tasks, whose ~6 pairs a task scatter by the bursts' own run-to-run misses:
 #: review25 F1) and over the measures (sites26: each measure at 1 % made 4 measures' campaigns suspect several times
 #: as often); t, not the normal, because the spread is itself estimated from the n tasks, by their median absolute
-#: deviation, which is as uncertain as a standard deviation of about half as many values (its efficiency on normal
-#: data is 37 %): with the normal quantile a campaign of 64 tasks of pure noise had an outlier 5 % of the time a
-#: measure, 16 tasks 11 % (benchmarks/bench_state_noise.py)
+#: deviation, which is as uncertain as a standard deviation of 0.4-0.5 times as many values (STATE_T_DF; its
+#: efficiency on normal data is 37 %): with the normal quantile a campaign of 64 tasks of pure noise had an outlier 5 %
+#: of the time a measure, 16 tasks 11 % (benchmarks/bench_state_noise.py)
 RATE_ALPHA = 0.01
 RATE_FLOOR = math.log(1.08)
 #: every task's cycles per instruction moved by more than this (log) between the runs: another placement (ranks
