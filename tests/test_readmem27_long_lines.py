@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from synthtrace.tracelib.errors import TraceFormatError
 from synthtrace.tracelib.formats.paraver import communicators
 from synthtrace.tracelib.formats.paraver.communicators import communicator_members
+from synthtrace.tracelib.formats.paraver.reader import MAX_HEADER_BYTES, ParaverTrace
 from testing.held import traced_peak
 
 HEAD = b"#Paraver (01/01/2020 at 00:00):1000_ns:1(4):1:4(1:1,1:1,1:1,1:1)\n"
@@ -58,3 +60,16 @@ def test_a_line_read_a_block_at_a_time_reads_as_the_whole_line(monkeypatch, bloc
     monkeypatch.setattr(communicators, "BLOCK_BYTES", block_bytes)
     frame, said = communicator_members(prefix, "t.prv", TASKS)
     assert frame.equals(whole[0]) and said == whole[1]
+
+
+def test_a_communicator_line_past_the_header_cap_is_refused_at_its_own_line(tmp_path):
+    """A ``c:`` line going on past the reader's 64 MiB header cap: one error naming the file, the line and the
+    cap (it was cut at the cap, read as a communicator line, and its rest refused as 'unknown record type' on the
+    next line)."""
+    prv = tmp_path / "t.prv"
+    numbers = (MAX_HEADER_BYTES >> 1) + 1024  # "1:" each: past the cap
+    prv.write_bytes(HEAD + b"c:1:1:%d:" % numbers + b"1:" * (numbers - 1) + b"1\n1:1:1:1:1:0:100:1\n")
+    with pytest.raises(TraceFormatError) as refused:
+        ParaverTrace(prv)
+    assert refused.value.line == 2 and refused.value.path == str(prv)
+    assert f"longer than {MAX_HEADER_BYTES >> 20} MiB" in refused.value.reason

@@ -184,9 +184,9 @@ RATE_K = 3.0
 #: the tasks (~5 robust sigmas at 16,384 tasks, whose ~6 pairs a task scatter by the bursts' own run-to-run misses:
 #: review25 F1) and over the measures (sites26: each measure at 1 % made 4 measures' campaigns suspect several times
 #: as often); t, not the normal, because the spread is itself estimated from the n tasks, by their median absolute
-#: deviation, which is as uncertain as a standard deviation of about half as many values (its efficiency on normal
-#: data is 37 %): with the normal quantile a campaign of 64 tasks of pure noise had an outlier 5 % of the time a
-#: measure, 16 tasks 11 % (benchmarks/bench_state_noise.py)
+#: deviation, which is as uncertain as a standard deviation of 0.4-0.5 times as many values (STATE_T_DF; its
+#: efficiency on normal data is 37 %): with the normal quantile a campaign of 64 tasks of pure noise had an outlier 5 %
+#: of the time a measure, 16 tasks 11 % (benchmarks/bench_state_noise.py)
 RATE_ALPHA = 0.01
 RATE_FLOOR = math.log(1.08)
 #: every task's cycles per instruction moved by more than this (log) between the runs: another placement (ranks
@@ -367,18 +367,21 @@ def task_rates(pairs: pl.DataFrame) -> pl.DataFrame:
 #: steadies it: about n // 2, not (n - 1) / 2, which was 1.2-3.5x too strict at 4-8 tasks (review26 F1)
 STATE_T_DF = {4: 2.16, 5: 2.11, 6: 3.10, 7: 3.09, 8: 4.00, 9: 3.97, 10: 4.86, 11: 4.84, 12: 5.72, 13: 5.70,
               14: 6.54, 15: 6.52, 16: 7.40}
-#: beyond the table, the degrees of freedom are STATE_T_DF_PER_TASK x n + STATE_T_DF_BASE: within 1 % of the simulated
-#: null quantile at every n from 16 to 4,096 and m = 1-4 (alpha27, --null-table --sizes; the simulation's own scatter
-#: ~0.3 %); ~0.4 n, under the MAD's efficiency (0.37 n) only by the median's own noise. (n - 1) / 2, the rule before,
-#: sat 2-4 % under the null quantile from 20 to 128 tasks (1.45 % of noise-only campaigns of 64 tasks suspect)
+#: beyond the table, the degrees of freedom are STATE_T_DF_PER_TASK x n + STATE_T_DF_BASE, n the task count rounded
+#: down to even (an odd count's MAD is as uncertain as the even count's below it, as in the table: at 17 and 19 tasks
+#: 0.4 n + 1 left 1.2-1.25 % of noise-only campaigns suspect, review27 R10; now 1.00 % and 1.06 %): within 1 % of the
+#: simulated null quantile at every even n from 16 to 4,096 and m = 1-4 (alpha27, --null-table --sizes; the
+#: simulation's own scatter ~0.3 %); ~0.4 n, under the MAD's efficiency (0.37 n) only by the median's own noise.
+#: (n - 1) / 2, the rule before, sat 2-4 % under the null quantile from 20 to 128 tasks (1.45 % of noise-only
+#: campaigns of 64 tasks suspect)
 STATE_T_DF_PER_TASK, STATE_T_DF_BASE = 0.4, 1.0
 
 
 def state_threshold(tasks: int, measures: int) -> float:
     """The outlier threshold (robust standard deviations) among ``tasks`` tasks judged on ``measures`` measures:
     Student's t quantile of 1 - RATE_ALPHA / 2nm, at :data:`STATE_T_DF` degrees of freedom up to 16 tasks, beyond
-    at ``STATE_T_DF_PER_TASK`` x n + ``STATE_T_DF_BASE``."""
-    df = STATE_T_DF.get(tasks, STATE_T_DF_PER_TASK * tasks + STATE_T_DF_BASE)
+    at ``STATE_T_DF_PER_TASK`` x n + ``STATE_T_DF_BASE`` (n: ``tasks`` rounded down to even)."""
+    df = STATE_T_DF.get(tasks, STATE_T_DF_PER_TASK * (tasks - tasks % 2) + STATE_T_DF_BASE)
     return float(stdtrit(df, 1 - RATE_ALPHA / (2 * tasks * measures)))
 
 

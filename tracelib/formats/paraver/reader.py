@@ -304,6 +304,9 @@ class ParaverTrace(TraceReader):
                     raise TraceFormatError(self.path, n_lines + 1, str(_RecordTooLong(MAX_RECORD_BYTES)))
                 prefix += line
                 n_lines += 1
+                if not line.endswith(b"\n") and fh.peek(1)[:1]:  # read up to the cap, the line going on
+                    raise TraceFormatError(self.path, n_lines, f"header and communicator lines longer than "
+                                           f"{MAX_HEADER_BYTES >> 20} MiB in all: this line goes on past them")
                 if line in (b"\n", b"\r\n"):  # a run of blank lines is taken in one piece, not line by line
                     ahead = fh.peek(1 << 16)
                     blank = ahead[: len(ahead) - len(ahead.lstrip(b"\r\n"))]
