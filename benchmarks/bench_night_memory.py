@@ -122,7 +122,7 @@ def night(drop: Path, work: Path, label: str, budget_mb: int | None, cpus: str, 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("work", type=Path)
-    parser.add_argument("--large", type=int, nargs="+", default=[2, 4], help="large traces per drop")
+    parser.add_argument("--large", type=int, nargs="*", default=[2, 4], help="large traces per drop")
     parser.add_argument("--ranks", type=int, default=64)
     parser.add_argument("--iterations", type=int, default=250)
     parser.add_argument("--one-core", type=int, nargs="*", default=[4], help="drops also run on 1 core (no budget)")
