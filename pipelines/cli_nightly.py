@@ -42,7 +42,8 @@ MemoryOption = Annotated[
                              help="The night's memory target: its ingests and merges run side by side only while their "
                                   "estimated working sets fit in it (one larger than it runs alone). Default: "
                                   "SYNTHTRACE_NIGHT_MEMORY_MB, else 1500 or half the memory available (the cgroup's "
-                                  "limit on a batch node), whichever is less.")]
+                                  "limit on a batch node), whichever is less. The process itself takes ~550 MB: "
+                                  "under ~800 MB the jobs run one at a time.")]
 SkipOption = Annotated[list[str] | None, typer.Option("--skip", help=f"A later stage not to run ({', '.join(STAGES)}); "
                                                       "repeatable.")]
 

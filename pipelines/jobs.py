@@ -516,9 +516,12 @@ INGEST_FLOOR_MB = 40
 INGEST_CEILING_MB = 700
 #: how many times larger a gzip-compressed trace is once read (Paraver text compresses 5-10 times)
 GZIP_RATIO = 6
-#: an experiment stage's floor (MB), and its working set per stored burst of the experiment's runs (bytes)
-STAGE_FLOOR_MB = 40
-MERGE_BYTES = 1000.0
+#: an experiment stage's floor (MB), and its working set per stored burst of the experiment's runs (bytes). The
+#: floor: two merges of small experiments at once took ~170 MB each over the night's base (attack26 N1); a merge
+#: ~1,700 B a burst (review27 R1: 3 halo runs of 239,944 bursts merged at 663 MB, ~260 MB of it imports and plan),
+#: archetypes ~850 B (454 MB on the same experiment)
+STAGE_FLOOR_MB = 170
+MERGE_BYTES = 1700.0
 ARCHETYPES_BYTES = 1000.0
 POP_BYTES = 500.0
 

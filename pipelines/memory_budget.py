@@ -20,8 +20,9 @@ TARGET_MB = 1500
 #: the share of the memory available at the night's start (the machine's, or its cgroup's limit) the default takes
 AVAILABLE_SHARE = 0.5
 #: what the night's process holds besides its jobs (MB): Python, Polars, DuckDB, scikit-learn and Prefect's client
-#: loaded, measured at ~380 MB while a night ingests small traces (attack26 N1; benchmarks/bench_night_memory.py)
-PROCESS_BASE_MB = 400
+#: loaded, measured at 515-551 MB before a night's first job (benchmarks/bench_night_memory.py, RESULTS.md "session
+#: 27, nightmem27"; attack26 N1 saw ~380 MB on a lighter night)
+PROCESS_BASE_MB = 550
 #: the least the jobs of a night share (MB), whatever the target: a smaller budget would only run them one at a time
 LEAST_JOBS_MB = 256
 
@@ -119,26 +120,30 @@ def _meminfo_available_mb() -> int | None:
 
 
 def _cgroup_left_mb(root: Path = Path("/sys/fs/cgroup")) -> int | None:
-    """The cgroup's limit less its usage (MB): cgroup v2 ``memory.max`` / ``memory.current`` of this process's group
-    (``/proc/self/cgroup``'s ``0::`` line), v1 ``memory.limit_in_bytes`` / ``memory.usage_in_bytes``; None without
-    a limit."""
+    """The least a memory limit of this process's cgroup or of any group above it leaves (MB): each level's cgroup v2
+    ``memory.max`` less its ``memory.current`` (``/proc/self/cgroup``'s ``0::`` line), or v1 ``memory.limit_in_bytes``
+    less ``memory.usage_in_bytes``; None without a limit. Batch systems put the limit above the process's own group
+    (Slurm's ``job_N`` over ``step_0/user/task_0``, systemd's ``.slice``), which says "max" (review27 R2)."""
     try:
         lines = Path("/proc/self/cgroup").read_text().splitlines()
     except OSError:
         return None
+    left: list[int] = []
     for line in lines:
         number, controllers, group = line.split(":", 2)
         if number == "0" and controllers == "":
-            files = (root / group.lstrip("/") / "memory.max", root / group.lstrip("/") / "memory.current")
+            base, names = root, ("memory.max", "memory.current")
         elif "memory" in controllers.split(","):
-            folder = root / "memory" / group.lstrip("/")
-            files = (folder / "memory.limit_in_bytes", folder / "memory.usage_in_bytes")
+            base, names = root / "memory", ("memory.limit_in_bytes", "memory.usage_in_bytes")
         else:
             continue
-        try:
-            limit, used = (f.read_text().strip() for f in files)
-            if limit != "max" and int(limit) < 1 << 60:  # v1 writes "no limit" as a huge number
-                return max(0, int(limit) - int(used)) // 2**20
-        except (OSError, ValueError):
-            continue
-    return None
+        parts = [p for p in group.strip("/").split("/") if p]
+        for depth in range(len(parts), -1, -1):
+            folder = base.joinpath(*parts[:depth])
+            try:
+                limit, used = ((folder / name).read_text().strip() for name in names)
+                if limit != "max" and int(limit) < 1 << 60:  # v1 writes "no limit" as a huge number
+                    left.append(max(0, int(limit) - int(used)) // 2**20)
+            except (OSError, ValueError):
+                continue
+    return min(left) if left else None
