@@ -5,6 +5,7 @@ is followed: its first line is the trace's own file, already moved into the fold
 companions; a companion another trace of its folder still reads is copied, never moved."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -87,3 +88,33 @@ def test_a_night_killed_before_its_first_move_leaves_the_trace_for_the_next(tmp_
     assert not folder.exists() and found.skipped == []
     assert [Path(t.path).name for t in found.new] == [prv.name]
     assert sorted(p.name for p in prv.parent.iterdir()) == ["prime_v0.pcf", "prime_v0.prv", "prime_v0.row"]
+
+
+def test_a_planted_list_of_a_made_up_otf2_trace_takes_no_folder_and_no_lock_file(tmp_path):
+    """attack27 A4: a list naming a made-up ``X.otf2`` (gone: it never was) with a file of that name planted in the
+    folder looked like a night's; its "archive folder" ``X`` was any folder of the drop (another user's traces),
+    or the drop's lock file (``.synthtrace-night.lock.otf2``). An archive is a folder of .evt/.def files only, a
+    ``.def`` a regular file: neither is taken. Failed first: userB/run1 and the lock file moved."""
+    drop = tmp_path / "drop"
+    copy_trace(PRIME, drop / "userB" / "run1")
+    (drop / DROP_LOCK).write_bytes(b"")
+    before = _files(drop)
+    for name, main in (("x", drop / "userB" / "run1.otf2"), ("y", drop / f"{DROP_LOCK}.otf2")):
+        _plant(drop, name, [main, main.with_suffix(".def"), main.with_suffix("")], inside=[main.name])
+    discover(drop, Warehouse(tmp_path / "wh"), settle_s=0)
+    assert [f for f in _files(drop) if not f.startswith(QUARANTINE)] == before
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a folder another account's takes root")
+def test_a_list_another_account_wrote_is_not_followed(tmp_path):
+    """A quarantine folder and list the night's account did not write (another user's job) are not followed, however
+    much they look like a night's (the trace's own file moved in, its companions beside it)."""
+    drop = tmp_path / "drop"
+    copy_trace(PRIME, drop / "userA")
+    prv = drop / "userA" / "prime_v0.prv"
+    folder = _plant(drop, "e", [prv, prv.with_suffix(".pcf"), prv.with_suffix(".row")])
+    prv.rename(folder / prv.name)
+    for f in (folder, folder / drop_mod.MOVES_FILE):
+        os.chown(f, 65534, 65534)
+    discover(drop, Warehouse(tmp_path / "wh"), settle_s=0)
+    assert sorted(p.name for p in (drop / "userA").iterdir()) == ["prime_v0.pcf", "prime_v0.row"]

@@ -540,11 +540,13 @@ def _finish_moves(dfd: int, drop: Path) -> tuple[list[Path], list[Path]] | None:
         return [], []
     with open(fd, "rb") as fh:
         records = [r for r in fh.read().split(b"\0") if r]
+        # attack27 A4: another account's job can plant a folder and a list; the night's own are its account's
+        ours = os.fstat(fh.fileno()).st_uid == os.fstat(dfd).st_uid == os.geteuid()
     if records[:1] and records[0][:1] == b"m" and os.path.lexists(os.fsdecode(records[0][1:])) and \
             set(os.listdir(dfd)) == {REASON_FILE, MOVES_FILE}:
         return None  # review27 L3: a night killed before its first move (or a list planted alone): nothing to finish
     taken, refused = [], []
-    trusted = _trusted_moves(dfd, drop, records)
+    trusted = _trusted_moves(dfd, drop, records) if ours else {}
     for record in records:
         src = Path(os.fsdecode(record[1:]))
         if src not in trusted:
@@ -574,9 +576,38 @@ def _trusted_moves(dfd: int, drop: Path, records: list[bytes]) -> dict[Path, boo
     if (not is_trace_name(main.name) or not lies_in(main.parent, drop) or lies_in(main.parent, drop / QUARANTINE)
             or os.path.lexists(main) or not os.path.lexists(os.path.join(f"/proc/self/fd/{dfd}", main.name))):
         return {}
-    companions = trace_parts(main)[1:]
+    parts = trace_parts(main)[1:]  # an OTF2 anchor's: its .def and its archive folder, last
+    companions = [c for i, c in enumerate(parts) if _shaped_as_part(c, main.suffix == ".otf2" and i == len(parts) - 1)]
     shared = shared_companions(main, companions)
     return {main: False} | {c: c in shared for c in companions}
+
+
+#: the files an OTF2 archive folder holds (its locations' events and definitions; SIONlib containers)
+OTF2_ARCHIVE_FILES = (".evt", ".def", ".sion")
+
+
+def _shaped_as_part(path: Path, archive: bool) -> bool:
+    """Whether ``path`` (a companion of :func:`trace_parts`) is what such a part is, links not followed: a regular
+    file (``.pcf``, ``.row``, ``.def``), or, an ``archive``, an OTF2 archive folder holding only
+    :data:`OTF2_ARCHIVE_FILES` and folders of them, no link (attack27 A4: a planted list naming a made-up ``X.otf2``
+    took any folder ``X`` of the drop, or the drop's lock file as ``.synthtrace-night.lock.otf2``'s archive)."""
+    try:
+        mode = os.lstat(path).st_mode
+        if not archive:
+            return stat.S_ISREG(mode)
+        if not stat.S_ISDIR(mode):
+            return False
+        for at, folders, files in os.walk(path, onerror=_raised):  # links listed, never followed
+            if any(os.path.islink(os.path.join(at, f)) for f in folders + files) or not all(
+                    f.endswith(OTF2_ARCHIVE_FILES) for f in files):
+                return False
+        return True
+    except OSError:
+        return False
+
+
+def _raised(exc: OSError) -> None:
+    raise exc
 
 
 def finish_quarantines(drop: Path) -> list[LeftTrace]:
