@@ -21,7 +21,11 @@ signal.signal(signal.SIGINT, _note)
 
 
 def main() -> int:
-    """Run the command line (its exit code), a Ctrl-C since this module's import said as one in the command."""
+    """Run the command line (its exit code), a Ctrl-C since this module's import said as one in the command; the
+    process's malloc arenas bounded first (:func:`~synthtrace.pipelines.memory_budget.bound_heap_arenas`)."""
+    from synthtrace.pipelines.memory_budget import bound_heap_arenas
+
+    bound_heap_arenas()  # before any thread allocates: glibc fixes its arena limit at the first thread's arena
     from synthtrace.pipelines.cli import main as command_line
 
     return command_line(deferred=deferred)

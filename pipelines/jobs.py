@@ -511,8 +511,11 @@ def pop(wh: Warehouse, experiment: str, settings: NightSettings = NightSettings(
 # "session 27, nightmem27"): peak RSS of the job's stage less the night's base.
 #: an ingest's working set per MB of trace on disk, its floor, and its ceiling: the readers stream a trace part by
 #: part, so a large trace's ingest levels off (a 1 GB and a 2 GB LULESH ~650 MB alike, issue 23 A21)
+#: The floor: 40 small-to-mid traces ingested side by side (a 40-core node's night) took ~30 MB more each than
+#: 40 MB, the process's heap growing with them (attack27 A6: 1,948 MB at 40 MB, 1,512 MB at 40 MB with the base at
+#: 550 MB, 70 MB: see RESULTS.md "session 27, lead")
 INGEST_MB_PER_MB = 3.0
-INGEST_FLOOR_MB = 40
+INGEST_FLOOR_MB = 70
 INGEST_CEILING_MB = 700
 #: how many times larger a gzip-compressed trace is once read (Paraver text compresses 5-10 times)
 GZIP_RATIO = 6

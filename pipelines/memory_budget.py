@@ -6,6 +6,7 @@ deadlock, never a refusal. Plain Python, no Prefect: the task wrappers use it ar
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import threading
 from collections.abc import Iterator
@@ -70,6 +71,27 @@ class MemoryBudget:
 
 #: the budget of the jobs of this process's nights (one process, one memory: two nights in it share it)
 PROCESS_BUDGET = MemoryBudget(TARGET_MB - PROCESS_BASE_MB)
+
+
+#: the most malloc arenas the night's process keeps (glibc's default: 8 a core). Each thread that allocates at once
+#: with others gets an arena of its own, and what a job frees stays in its arena for that thread: a night on a
+#: 40-core node (40 task threads) over 40 small traces held 1,618 MB, 1,217 MB with two arenas (attack27 A6;
+#: RESULTS.md "session 27, lead"). Polars' and Arrow's own allocators are not glibc's: this bounds the rest
+HEAP_ARENAS = 2
+#: glibc's mallopt parameter for the arena count (M_ARENA_MAX in malloc.h)
+_M_ARENA_MAX = -8
+
+
+def bound_heap_arenas(arenas: int = HEAP_ARENAS) -> bool:
+    """Bound the process's malloc arenas to ``arenas`` from now on (arenas made already stay); whether the C library
+    took it (glibc's ``mallopt``; False elsewhere, e.g. musl or macOS, where nothing changes). A ``MALLOC_ARENA_MAX``
+    set in the environment wins: the caller's choice."""
+    if os.environ.get("MALLOC_ARENA_MAX"):
+        return False
+    try:
+        return ctypes.CDLL(None).mallopt(_M_ARENA_MAX, arenas) == 1
+    except (OSError, AttributeError):
+        return False
 
 
 def night_memory_mb(setting: int | None = None) -> int:
