@@ -17,6 +17,7 @@ import inspect
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import sys
@@ -260,7 +261,7 @@ def stage_task(stage: str, wh: Warehouse, args: list[Any], settings: jobs.NightS
 
 def _stage_run(stage: str, wh: Warehouse, args: list[Any], settings: jobs.NightSettings) -> dict[str, Any]:
     """:func:`stage_task`'s work, counted as a running job within the memory budget (see :func:`_ingested`); a
-    warehouse stage runs alone (no other job runs beside it) and holds nothing of the budget."""
+    warehouse stage runs alone (no other job runs beside it) and holds the least share (1 MB)."""
     job = jobs.job(stage)
     working_mb = jobs.stage_working_mb(wh, job, args[0]) if job.scope == "experiment" else 0
     with PROCESS_BUDGET.held(working_mb), _jobs.running() as may_start:
@@ -656,10 +657,11 @@ def start_prefect() -> None:
 
 class _ServerStderr:
     """The ephemeral server's standard error, a pipe this process forwards to its own stderr while the server serves
-    (its real errors show), and into :data:`SERVER_LOG` once the server is being stopped: a night of many task runs
-    ended with the server's shutdown records under its summary, "task_run_recorder - Error flushing 1 events" and
-    CancelledError tracebacks (attack 16 F10), its services cancelled while they still wrote the night's last task
-    runs (those records are lost with or without them)."""
+    (its real errors show; a traceback of its own goes to :data:`SERVER_LOG`, one line said), and into
+    :data:`SERVER_LOG` once the server is being stopped: a night of many task runs ended with the server's shutdown
+    records under its summary, "task_run_recorder - Error flushing 1 events" and CancelledError tracebacks (attack 16
+    F10), its services cancelled while they still wrote the night's last task runs (those records are lost with or
+    without them)."""
 
     def __init__(self) -> None:
         self.stopping = False
@@ -687,16 +689,34 @@ class _ServerStderr:
             os.dup2(own, 2)  # this process's stderr again; the pipe's write end is the server's alone
 
     def _forward(self, read: int, own: int) -> None:
-        log = None
+        log: IO[bytes] | None = None
+        pending = b""  # a serving line not ended yet
+        in_traceback = False
         try:
             while chunk := os.read(read, 65536):
                 if not self.stopping:
-                    os.write(own, chunk)
+                    *lines, pending = (pending + chunk).split(b"\n")
+                    for line in lines:
+                        # attack27 A5: a traceback of the server's own services (its event sweeper's "database is
+                        # locked", 120 lines 44 min into a long night) goes to the log, one line to the terminal
+                        if line.startswith(b"Traceback (most recent call last):") and not in_traceback:
+                            in_traceback = True
+                            log = log or _open_server_log("a traceback while it served")
+                            os.write(own, f"warning: the local Prefect server logged a traceback of its own (kept "
+                                          f"in {_server_log_path()}); the night goes on\n".encode())
+                        elif in_traceback and _SERVER_RECORD.match(line):
+                            in_traceback = False
+                        if in_traceback:
+                            if log is not None:
+                                log.write(line + b"\n")
+                        else:
+                            os.write(own, line + b"\n")
                     continue
                 if log is None:
-                    log = _open_server_log()
+                    log = _open_server_log("stopping")
                 if log is not None:
-                    log.write(chunk)
+                    log.write(pending + chunk)
+                    pending = b""
         except OSError:
             pass
         finally:
@@ -711,21 +731,27 @@ class _ServerStderr:
             self.thread.join(timeout_s)
 
 
-def _open_server_log() -> IO[bytes] | None:
-    """:data:`SERVER_LOG`, to append to; None when it cannot be written."""
+def _server_log_path() -> Path:
     from prefect.settings import PREFECT_HOME
 
+    return Path(PREFECT_HOME.value()) / SERVER_LOG
+
+
+def _open_server_log(why: str) -> IO[bytes] | None:
+    """:data:`SERVER_LOG`, to append to, its section headed by ``why``; None when it cannot be written."""
     try:
-        path = Path(PREFECT_HOME.value()) / SERVER_LOG
-        log = path.open("ab")
-        log.write(f"--- the ephemeral server of night process {os.getpid()} stopping\n".encode())
+        log = _server_log_path().open("ab")
+        log.write(f"--- the ephemeral server of night process {os.getpid()}: {why}\n".encode())
         return log
     except OSError:
         return None
 
 
-#: the file, in PREFECT_HOME, that keeps what the ephemeral server writes while it stops
+#: the file, in PREFECT_HOME, that keeps what the ephemeral server writes while it stops, and its tracebacks
 SERVER_LOG = "synthtrace-server-stop.log"
+#: the first line of a record of the server's own logging (Prefect's "12:00:00.000 | ERROR | name - ..." or
+#: uvicorn's "ERROR:    ..."): what ends a traceback it wrote
+_SERVER_RECORD = re.compile(rb"^(\d\d:\d\d:\d\d\.\d+ \| |[A-Z]+: )")
 _server_stderr = _ServerStderr()
 #: seconds the stopped server's last records have to reach :data:`SERVER_LOG`
 SERVER_LOG_S = 10.0
