@@ -45,6 +45,9 @@ def _rss_mb() -> float:
 def child(drop: Path, wh: Path, out: Path, threads: int | None) -> None:
     """Run one night in this process, sampling RSS by stage; write the figures as JSON into ``out``. ``threads``: the
     night's task threads, as on a node of that many cores (None: this process's cores)."""
+    from synthtrace.pipelines.memory_budget import bound_heap_arenas
+
+    bound_heap_arenas()  # as the console script does (pipelines.entry), before any thread allocates
     from synthtrace.pipelines import nightly
     from synthtrace.pipelines.nightly import run_night
     from synthtrace.warehouse import Warehouse
