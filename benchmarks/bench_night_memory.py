@@ -81,11 +81,15 @@ def child(drop: Path, wh: Path, out: Path, threads: int | None) -> None:
 def build(work: Path, ranks: int, iterations: int, largest: int) -> list[Path]:
     """The large traces (simulated once), sorted."""
     sim = work / "sim"
-    if not sim.is_dir():
-        subprocess.run([sys.executable, "-m", "synthtrace.pipelines.entry", "simulate", str(sim), "--pattern", "halo",
-                        "--ranks", str(ranks), "--iterations", str(iterations), "--runs", str(largest),
-                        "--seed", "3"], check=True, stdout=subprocess.DEVNULL)
-    return sorted((sim / "halo").glob("*.prv"))
+    if not sim.is_dir():  # the console script's code (``python -m`` of its module would only import it)
+        subprocess.run([sys.executable, "-c", "import sys; from synthtrace.pipelines.entry import main; "
+                        "sys.exit(main())", "simulate", str(sim), "--pattern", "halo", "--ranks", str(ranks),
+                        "--iterations", str(iterations), "--runs", str(largest), "--seed", "3"], check=True,
+                       stdout=subprocess.DEVNULL)
+    traces = sorted((sim / "halo").glob("*.prv"))
+    if len(traces) < largest:
+        raise SystemExit(f"{sim}: {len(traces)} simulated traces, {largest} wanted")
+    return traces
 
 
 def make_drop(work: Path, traces: list[Path], real: bool) -> Path:
