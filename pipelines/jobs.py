@@ -533,7 +533,7 @@ def ingest_working_mb(path: Path) -> int:
     """The estimated working set of ingesting the trace at ``path`` (MB), from its bytes on disk (a gzip-compressed
     one counted as :data:`GZIP_RATIO` times them); the floor for a trace gone or unreadable."""
     from synthtrace.tracelib.formats.gzip_name import gzip_named
-    from synthtrace.warehouse.drop import trace_bytes
+    from synthtrace.tracelib.formats.source import trace_bytes
 
     try:
         on_disk_mb = trace_bytes(path) / 2**20 * (GZIP_RATIO if gzip_named(path) else 1)

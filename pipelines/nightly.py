@@ -689,41 +689,44 @@ class _ServerStderr:
             os.dup2(own, 2)  # this process's stderr again; the pipe's write end is the server's alone
 
     def _forward(self, read: int, own: int) -> None:
-        log: IO[bytes] | None = None
+        self._log: IO[bytes] | None = None
+        self._in_traceback = False
         pending = b""  # a serving line not ended yet
-        in_traceback = False
         try:
             while chunk := os.read(read, 65536):
                 if not self.stopping:
                     *lines, pending = (pending + chunk).split(b"\n")
                     for line in lines:
-                        # attack27 A5: a traceback of the server's own services (its event sweeper's "database is
-                        # locked", 120 lines 44 min into a long night) goes to the log, one line to the terminal
-                        if line.startswith(b"Traceback (most recent call last):") and not in_traceback:
-                            in_traceback = True
-                            log = log or _open_server_log("a traceback while it served")
-                            os.write(own, f"warning: the local Prefect server logged a traceback of its own (kept "
-                                          f"in {_server_log_path()}); the night goes on\n".encode())
-                        elif in_traceback and _SERVER_RECORD.match(line):
-                            in_traceback = False
-                        if in_traceback:
-                            if log is not None:
-                                log.write(line + b"\n")
-                        else:
-                            os.write(own, line + b"\n")
+                        self._serve(line + b"\n", own)
                     continue
-                if log is None:
-                    log = _open_server_log("stopping")
-                if log is not None:
-                    log.write(pending + chunk)
+                if self._log is None:
+                    self._log = _open_server_log("stopping")
+                if self._log is not None:
+                    self._log.write(pending + chunk)
                     pending = b""
         except OSError:
             pass
         finally:
             os.close(read)
             os.close(own)
-            if log is not None:
-                log.close()
+            if self._log is not None:
+                self._log.close()
+
+    def _serve(self, line: bytes, own: int) -> None:
+        """One line the server wrote while serving: to the terminal (``own``), or to :data:`SERVER_LOG` within a
+        traceback of its own services (attack27 A5: its event sweeper's "database is locked", 120 lines 44 min into a
+        long night), which one line on the terminal says; the traceback ends at the server's next record line."""
+        if line.startswith(b"Traceback (most recent call last):") and not self._in_traceback:
+            self._in_traceback = True
+            self._log = self._log or _open_server_log("a traceback while it served")
+            os.write(own, f"warning: the local Prefect server logged a traceback of its own (kept in "
+                          f"{_server_log_path()}); the night goes on\n".encode())
+        elif self._in_traceback and _SERVER_RECORD.match(line):
+            self._in_traceback = False
+        if not self._in_traceback:
+            os.write(own, line)
+        elif self._log is not None:
+            self._log.write(line)
 
     def stopped(self, timeout_s: float) -> None:
         """Wait at most ``timeout_s`` for the stopped server's last records to reach :data:`SERVER_LOG`."""

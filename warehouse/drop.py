@@ -301,15 +301,6 @@ def _all_files(path: Path) -> list[Path]:
     return sorted(out)
 
 
-def trace_bytes(path: Path) -> int:
-    """The bytes on disk of every file of the trace at ``path`` (:func:`_all_files`; a file gone meanwhile counts 0)."""
-    total = 0
-    for f in _all_files(path):
-        with contextlib.suppress(OSError):
-            total += f.stat().st_size
-    return total
-
-
 class FilesState(NamedTuple):
     """The state of every file of a trace (:func:`files_state`): equal states mean unchanged files. A few dozen bytes
     however many files the trace has (a 10k-rank OTF2 archive has 20k): it travels as JSON (a list) in the night's
