@@ -168,31 +168,33 @@ def run_bursts_to(wh: Warehouse, run_id: str, path: Path) -> bool:
         schema = scan.head(0).collect().to_arrow().schema
     rows = group_rows(keys.height, len(schema))
     blocks = _part_blocks(wh, run_id, parts, schema)
-    if keys.equals(keys.sort(*THREAD_KEYS, "burst_seq")):
+    # each stored row's position once sorted (one sort serves the order check and the sorted copy)
+    rank = keys.with_row_index("_in").sort(*THREAD_KEYS, "burst_seq", maintain_order=True).get_column("_in").to_numpy()
+    del keys
+    if (rank == np.arange(rank.size)).all():
         written(blocks, path, rows, **SCRATCH_PARQUET)
         return True
     buckets = path.with_name(f"{path.name}.buckets")
     try:
         buckets.mkdir()
-        written(_in_order(blocks, keys, len(schema), buckets), path, rows, **SCRATCH_PARQUET)
+        written(_in_order(blocks, rank, len(schema), buckets), path, rows, **SCRATCH_PARQUET)
     finally:
         shutil.rmtree(buckets, ignore_errors=True)
     return True
 
 
-def _in_order(blocks: Iterable[pa.Table], keys: pl.DataFrame, columns: int, folder: Path) -> Iterator[pa.Table]:
-    """The rows of ``blocks`` (whose thread and ``burst_seq`` are ``keys``, row for row) sorted by those, a block
-    of :func:`~synthtrace.tracelib.merge.blocks.block_rows` rows (``columns`` wide) at a time: each row is first
+def _in_order(blocks: Iterable[pa.Table], rank: np.ndarray, columns: int, folder: Path) -> Iterator[pa.Table]:
+    """The rows of ``blocks`` in sorted order (``rank``: the stored row at each sorted position), a block of
+    :func:`~synthtrace.tracelib.merge.blocks.block_rows` rows (``columns`` wide) at a time: each row is first
     appended to the file in ``folder`` of the output block it falls in (an LZ4-compressed Arrow stream, which keeps
-    no state per write), then each such file is read and its rows put in place. Every row is read twice, and one
-    input block and one output block are held. Neither library sorts this in bounded memory (session 27, measured
-    on 24,000 rows of ~3,000 counter columns, 1.4 GB read whole: Polars' streaming sort 1.4 GB; DuckDB's spilling
-    ORDER BY out of memory at 300 and 600 MB limits, 1.3 GB and 641 s at 1 GB)."""
+    no state per write), then each such file is read and its rows put in place. Every row is read twice; held: one
+    input block, one output block and ~32 bytes a row of positions (``rank``, each row's place and output block, the
+    rows by block: O(rows), not a block: review27 R8). Neither library sorts this in bounded memory (session 27,
+    measured on 24,000 rows of ~3,000 counter columns, 1.4 GB read whole: Polars' streaming sort 1.4 GB; DuckDB's
+    spilling ORDER BY out of memory at 300 and 600 MB limits, 1.3 GB and 641 s at 1 GB)."""
     step = block_rows(columns)
-    rank = keys.with_row_index("_in").sort(*THREAD_KEYS, "burst_seq", maintain_order=True).get_column("_in")
-    place = np.empty(keys.height, np.int64)  # each stored row's row in the copy
-    place[rank.to_numpy()] = np.arange(keys.height)
-    del rank
+    place = np.empty(rank.size, np.int64)  # each stored row's row in the copy
+    place[rank] = np.arange(rank.size)
     bucket = place // step
     options = pa.ipc.IpcWriteOptions(compression="lz4")
     writers: dict[int, pa.ipc.RecordBatchStreamWriter] = {}
